@@ -1,0 +1,26 @@
+# Libraries cc builds on; all are Debian packages (scripts/install-deps.sh).
+find_package(Threads REQUIRED)
+find_package(OpenSSL REQUIRED)  # HMAC-SHA256 for the bootstrap's challenge-response
+find_package(fmt REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PMIX IMPORTED_TARGET pmix)  # ccCommInitFromEnv under mpirun / srun --mpi=pmix
+if(PMIX_FOUND)
+  message(STATUS "cc: PMIx ${PMIX_VERSION} found: ccCommInitFromEnv works under Open MPI's mpirun")
+else()
+  message(WARNING "cc: PMIx not found (libpmix-dev): ccCommInitFromEnv will not work under mpirun")
+endif()
+
+if(CC_WITH_CUDA STREQUAL "AUTO")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(CC_WITH_CUDA ON)
+  else()
+    set(CC_WITH_CUDA OFF)
+  endif()
+endif()
+if(CC_WITH_CUDA)
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  message(STATUS "cc: building with CUDA ${CUDAToolkit_VERSION}")
+endif()

@@ -1,0 +1,152 @@
+/*
+ * cc — a collective communication library for CPU clusters and GPUs.
+ *
+ * The API is shaped like NCCL's nccl.h: the same names with the prefix `cc`, the same
+ * argument order. Every function returns a ccResult_t; nothing throws across this
+ * boundary. When a call fails, ccGetLastError(comm) says what failed: the argument,
+ * the peer rank, the operation and its sequence number.
+ *
+ * Operations on a communicator are ordered. A call on the NULL stream completes
+ * before it returns; a call on a stream made with ccStreamCreate is queued and runs
+ * in order in the background while the caller computes.
+ */
+#ifndef CC_CC_H_
+#define CC_CC_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CC_MAJOR 0
+#define CC_MINOR 1
+#define CC_PATCH 0
+#define CC_VERSION_CODE (CC_MAJOR * 10000 + CC_MINOR * 100 + CC_PATCH)
+
+/* Opaque handles. */
+typedef struct ccComm* ccComm_t;
+typedef struct ccStream* ccStream_t;
+
+/* Everything needed to join a communicator: the bootstrap root's address and a fresh
+ * random secret. Treat it as a password: whoever holds it can join. */
+#define CC_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[CC_UNIQUE_ID_BYTES];
+} ccUniqueId;
+
+typedef enum {
+  ccSuccess = 0,
+  ccSystemError = 2,      /* a system call failed (socket, mmap, ...) */
+  ccInternalError = 3,    /* a bug in cc */
+  ccInvalidArgument = 4,  /* a bad argument: the message names it */
+  ccInvalidUsage = 5,     /* a valid argument used wrongly (e.g. send to self outside a group) */
+  ccRemoteError = 6,      /* a peer died or misbehaved */
+  ccInProgress = 7,       /* queued work has not finished yet (ccStreamQuery) */
+  ccTimeout = 8,          /* nothing moved for CC_TIMEOUT_MS */
+  ccNumResults = 9
+} ccResult_t;
+
+typedef enum {
+  ccInt8 = 0,
+  ccChar = 0,
+  ccUint8 = 1,
+  ccInt32 = 2,
+  ccInt = 2,
+  ccUint32 = 3,
+  ccInt64 = 4,
+  ccUint64 = 5,
+  ccFloat16 = 6,
+  ccHalf = 6,
+  ccFloat32 = 7,
+  ccFloat = 7,
+  ccFloat64 = 8,
+  ccDouble = 8,
+  ccBfloat16 = 9,
+  ccNumTypes = 10
+} ccDataType_t;
+
+typedef enum { ccSum = 0, ccProd = 1, ccMax = 2, ccMin = 3, ccAvg = 4, ccNumOps = 5 } ccRedOp_t;
+
+/* ccCommSplit: a rank passing this color gets no new communicator (*newcomm = NULL). */
+#define CC_SPLIT_NOCOLOR (-1)
+
+/* Library version as CC_VERSION_CODE. */
+ccResult_t ccGetVersion(int* version);
+
+/* Starts the bootstrap root in this process (a background thread that lives until the
+ * communicator it serves is formed, or CC_TIMEOUT_MS passes) and writes its address and
+ * a fresh secret into *uniqueId. Pass the id to every rank (over MPI, a file, a pipe). */
+ccResult_t ccGetUniqueId(ccUniqueId* uniqueId);
+
+/* Joins communicator `commId` as rank `rank` of `nranks`. Collective over all ranks. */
+ccResult_t ccCommInitRank(ccComm_t* comm, int nranks, ccUniqueId commId, int rank);
+
+/* Creates `ndev` ranks in this process, one thread each behind the scenes; comms[i] is
+ * rank i. `devlist` names a GPU per rank (ignored without CUDA; may be NULL). */
+ccResult_t ccCommInitAll(ccComm_t* comms, int ndev, const int* devlist);
+
+/* Creates the world communicator from the launcher's environment with no other
+ * configuration: Open MPI's mpirun and srun --mpi=pmix (through PMIx), MPICH's mpiexec
+ * (PMI-1), torchrun-style RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, Slurm's SLURM_PROCID
+ * with MASTER_ADDR/MASTER_PORT; with none of them, a communicator of one rank.
+ * docs/LAUNCHERS.md says how the ranks find each other under each. */
+ccResult_t ccCommInitFromEnv(ccComm_t* comm);
+
+/* Collective over `comm`: ranks with the same color form a new communicator, ordered by
+ * key and then by their rank in `comm`. */
+ccResult_t ccCommSplit(ccComm_t comm, int color, int key, ccComm_t* newcomm);
+
+/* Frees the communicator. Operations already queued on streams keep it alive until they
+ * have run; synchronize the streams first to see their results. */
+ccResult_t ccCommDestroy(ccComm_t comm);
+
+/* Stops every operation of this communicator (from any thread: a thread blocked inside
+ * cc returns with an error) and frees it. Never blocks for long. */
+ccResult_t ccCommAbort(ccComm_t comm);
+
+/* The first error an operation on this communicator met, or ccSuccess. */
+ccResult_t ccCommGetAsyncError(ccComm_t comm, ccResult_t* asyncError);
+
+ccResult_t ccCommCount(const ccComm_t comm, int* count);
+ccResult_t ccCommUserRank(const ccComm_t comm, int* rank);
+
+/* A fixed string for a result code. */
+const char* ccGetErrorString(ccResult_t result);
+
+/* What the last failed call on `comm` (or, with comm NULL, on this thread) was about.
+ * The pointer stays valid until the next cc call from this thread. */
+const char* ccGetLastError(ccComm_t comm);
+
+/* Point-to-point. Each send must meet a receive of the same byte count on the peer.
+ * Inside ccGroupStart/ccGroupEnd, all operations progress together (so everyone can
+ * send right and receive left without deadlock) and a rank may send to itself. */
+ccResult_t ccSend(const void* sendbuff, size_t count, ccDataType_t datatype, int peer,
+                  ccComm_t comm, ccStream_t stream);
+ccResult_t ccRecv(void* recvbuff, size_t count, ccDataType_t datatype, int peer, ccComm_t comm,
+                  ccStream_t stream);
+
+ccResult_t ccGroupStart(void);
+ccResult_t ccGroupEnd(void);
+
+/* Returns once every rank of `comm` has entered the barrier. */
+ccResult_t ccBarrier(ccComm_t comm, ccStream_t stream);
+
+/* Streams: an ordered queue of operations that a background thread runs while the
+ * caller computes. Buffers passed to a queued operation must stay valid until the
+ * stream is synchronized. */
+ccResult_t ccStreamCreate(ccStream_t* stream);
+/* Waits for everything queued so far; returns the first error among them. */
+ccResult_t ccStreamSynchronize(ccStream_t stream);
+/* ccSuccess when everything queued has finished, ccInProgress while some has not, or the
+ * first error among finished operations. */
+ccResult_t ccStreamQuery(ccStream_t stream);
+/* Waits for the queued operations, then frees the stream. */
+ccResult_t ccStreamDestroy(ccStream_t stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* CC_CC_H_ */

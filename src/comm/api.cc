@@ -1,0 +1,510 @@
+// The C API: argument checks, handles, groups, and the translation of Status into
+// ccResult_t plus a message for ccGetLastError. Nothing below throws across this line:
+// every entry point catches what the C++ library might throw (std::bad_alloc).
+#include <cc/cc.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "comm/communicator.h"
+#include "comm/executor.h"
+#include "comm/launcher.h"
+#include "comm/stream.h"
+#include "core/bootstrap.h"
+#include "core/log.h"
+
+struct ccComm {
+  std::shared_ptr<cc::comm::Communicator> impl;
+};
+struct ccStream {
+  std::unique_ptr<cc::comm::Stream> impl;
+};
+
+namespace cc {
+namespace {
+
+using comm::Communicator;
+using comm::PointToPoint;
+
+// Live handles: a destroyed or made-up handle is an error, not a crash.
+std::mutex gHandlesMutex;
+std::unordered_set<ccComm*> gComms;
+std::unordered_set<ccStream*> gStreams;
+
+thread_local std::string gThreadLastError;
+thread_local std::string gReturnedError;
+
+ccResult_t report(Communicator* comm, const Status& status) {
+  if (status.isOk()) return ccSuccess;
+  gThreadLastError = status.message();
+  if (comm != nullptr) comm->setLastError(status.message());
+  if (status.code() != ccInProgress) log::warn("{}", status.message());
+  return status.code();
+}
+
+template <typename Body>
+ccResult_t guarded(Communicator* comm, Body&& body) {
+  try {
+    return report(comm, body());
+  } catch (const std::bad_alloc&) {
+    return report(comm, Status(ccSystemError, "out of memory"));
+  } catch (const std::exception& error) {
+    return report(comm, internalError(std::string("unexpected exception: ") + error.what()));
+  }
+}
+
+Result<std::shared_ptr<Communicator>> lookup(ccComm_t handle, const char* name = "comm") {
+  if (handle == nullptr) return invalidArgument(std::string(name) + " is NULL");
+  std::lock_guard lock(gHandlesMutex);
+  if (gComms.count(handle) == 0) {
+    return invalidArgument(std::string(name) + " is not a live communicator (destroyed, aborted or never created)");
+  }
+  return handle->impl;
+}
+
+Result<comm::Stream*> lookupStream(ccStream_t handle) {
+  if (handle == nullptr) return static_cast<comm::Stream*>(nullptr);
+  std::lock_guard lock(gHandlesMutex);
+  if (gStreams.count(handle) == 0) return invalidArgument("stream is not a live ccStream_t (destroyed or never created)");
+  return handle->impl.get();
+}
+
+ccComm_t publish(std::shared_ptr<Communicator> impl) {
+  auto* handle = new ccComm{std::move(impl)};
+  std::lock_guard lock(gHandlesMutex);
+  gComms.insert(handle);
+  return handle;
+}
+
+std::shared_ptr<Communicator> unpublish(ccComm_t handle) {
+  std::lock_guard lock(gHandlesMutex);
+  if (gComms.erase(handle) == 0) return nullptr;
+  auto impl = std::move(handle->impl);
+  delete handle;
+  return impl;
+}
+
+size_t typeSize(ccDataType_t type) {
+  switch (type) {
+    case ccInt8: case ccUint8: return 1;
+    case ccFloat16: case ccBfloat16: return 2;
+    case ccInt32: case ccUint32: case ccFloat32: return 4;
+    case ccInt64: case ccUint64: case ccFloat64: return 8;
+    default: return 0;
+  }
+}
+
+Result<size_t> byteCount(size_t count, ccDataType_t type) {
+  size_t size = typeSize(type);
+  if (size == 0) return invalidArgument("datatype " + std::to_string(static_cast<int>(type)) + " is not a ccDataType_t");
+  if (count > SIZE_MAX / size) {
+    return invalidArgument("count " + std::to_string(count) + " of " + std::to_string(size) +
+                           "-byte elements overflows size_t");
+  }
+  return count * size;
+}
+
+// Groups: operations between ccGroupStart and ccGroupEnd are collected per thread.
+struct GroupedOp {
+  std::shared_ptr<Communicator> comm;
+  PointToPoint op;
+  comm::Stream* stream;
+};
+struct GroupState {
+  int depth = 0;
+  std::vector<GroupedOp> ops;
+  Status error;
+};
+thread_local GroupState gGroup;
+
+// Runs ops now (NULL stream) or queues them on their stream.
+Status launch(std::vector<GroupedOp> ops) {
+  std::map<comm::Stream*, std::vector<GroupedOp>> byStream;
+  for (auto& op : ops) byStream[op.stream].push_back(std::move(op));
+  Status inlineStatus;
+  for (auto& [stream, list] : byStream) {
+    std::vector<std::shared_ptr<Communicator>> comms;
+    for (auto& op : list) comms.push_back(op.comm);
+    std::sort(comms.begin(), comms.end());
+    comms.erase(std::unique(comms.begin(), comms.end()), comms.end());
+    auto run = [list = std::move(list), comms]() mutable -> Status {
+      std::vector<Communicator*> raw;
+      for (auto& comm : comms) raw.push_back(comm.get());
+      comm::OperationLocks locks(raw);
+      std::vector<PointToPoint> p2p;
+      for (auto& op : list) p2p.push_back(op.op);
+      log::ScopedRank scopedRank(raw.front()->rank());
+      return comm::execute(p2p);
+    };
+    if (stream == nullptr) {
+      inlineStatus = run();
+    } else {
+      stream->enqueue(std::move(run), comms);
+    }
+  }
+  return inlineStatus;
+}
+
+Status pointToPoint(bool isSend, const void* buffer, size_t count, ccDataType_t type, int peer, ccComm_t handle,
+                    ccStream_t streamHandle) {
+  const char* call = isSend ? "ccSend" : "ccRecv";
+  CC_ASSIGN_OR_RETURN(auto comm, lookup(handle));
+  CC_ASSIGN_OR_RETURN(size_t bytes, byteCount(count, type));
+  if (buffer == nullptr && bytes > 0) {
+    return invalidArgument(std::string(call) + ": " + (isSend ? "sendbuff" : "recvbuff") + " is NULL with count " +
+                           std::to_string(count));
+  }
+  if (peer < 0 || peer >= comm->size()) {
+    return invalidArgument(std::string(call) + ": peer " + std::to_string(peer) + " is out of range for a communicator of " +
+                           std::to_string(comm->size()) + " ranks");
+  }
+  CC_ASSIGN_OR_RETURN(comm::Stream * stream, lookupStream(streamHandle));
+  PointToPoint op{comm.get(), isSend, static_cast<std::byte*>(const_cast<void*>(buffer)), bytes, peer,
+                  isSend ? "send" : "recv"};
+  if (gGroup.depth > 0) {
+    gGroup.ops.push_back(GroupedOp{comm, op, stream});
+    return Status::ok();
+  }
+  std::vector<GroupedOp> single{GroupedOp{comm, op, stream}};
+  return launch(std::move(single)).withContext(std::string(call) + " on rank " + std::to_string(comm->rank()));
+}
+
+// Dissemination barrier: ceil(log2 n) rounds of empty messages.
+Status barrier(Communicator& comm) {
+  comm::OperationLocks locks({&comm});
+  log::ScopedRank scopedRank(comm.rank());
+  int n = comm.size();
+  for (int distance = 1; distance < n; distance *= 2) {
+    PointToPoint ops[2] = {
+        {&comm, true, nullptr, 0, (comm.rank() + distance) % n, "barrier"},
+        {&comm, false, nullptr, 0, (comm.rank() - distance + n) % n, "barrier"},
+    };
+    CC_TRY(comm::execute(ops));
+  }
+  return Status::ok();
+}
+
+Status split(const std::shared_ptr<Communicator>& parent, int color, int key, ccComm_t* out) {
+  int n = parent->size();
+  int me = parent->rank();
+  std::vector<int32_t> table(static_cast<size_t>(2 * n));
+  int32_t mine[2] = {color, key};
+  std::vector<PointToPoint> ops;
+  for (int peer = 0; peer < n; ++peer) {
+    ops.push_back({parent.get(), true, reinterpret_cast<std::byte*>(mine), sizeof(mine), peer, "split"});
+    ops.push_back({parent.get(), false, reinterpret_cast<std::byte*>(&table[static_cast<size_t>(2 * peer)]),
+                   sizeof(mine), peer, "split"});
+  }
+  std::vector<int> members;
+  wire::UniqueIdContents id;
+  {
+    comm::OperationLocks locks({parent.get()});
+    log::ScopedRank scopedRank(me);
+    CC_TRY(comm::execute(ops));
+    if (color == CC_SPLIT_NOCOLOR) {
+      *out = nullptr;
+      return Status::ok();
+    }
+    for (int peer = 0; peer < n; ++peer) {
+      if (table[static_cast<size_t>(2 * peer)] == color) members.push_back(peer);
+    }
+    std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
+      return table[static_cast<size_t>(2 * a + 1)] < table[static_cast<size_t>(2 * b + 1)];
+    });
+    // The first member starts the new communicator's root and hands out its id.
+    char encoded[CC_UNIQUE_ID_BYTES] = {};
+    std::vector<PointToPoint> idOps;
+    if (members.front() == me) {
+      CC_ASSIGN_OR_RETURN(id, bootstrap::startRoot(parent->config()));
+      wire::encodeUniqueId(id, encoded);
+      for (int member : members) {
+        if (member != me) idOps.push_back({parent.get(), true, reinterpret_cast<std::byte*>(encoded), sizeof(encoded), member, "split"});
+      }
+    } else {
+      idOps.push_back({parent.get(), false, reinterpret_cast<std::byte*>(encoded), sizeof(encoded), members.front(), "split"});
+    }
+    CC_TRY(comm::execute(idOps));
+    if (members.front() != me) {
+      CC_ASSIGN_OR_RETURN(id, wire::parseUniqueId(std::as_bytes(std::span(encoded))));
+    }
+  }
+  int newRank = static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
+  CC_ASSIGN_OR_RETURN(auto child, Communicator::create(id, static_cast<int>(members.size()), newRank, parent->traceShared()));
+  *out = publish(std::move(child));
+  return Status::ok();
+}
+
+}  // namespace
+}  // namespace cc
+
+using namespace cc;  // NOLINT: the C entry points below
+
+extern "C" {
+
+ccResult_t ccGetVersion(int* version) {
+  return guarded(nullptr, [&]() -> Status {
+    if (version == nullptr) return invalidArgument("ccGetVersion: version is NULL");
+    *version = CC_VERSION_CODE;
+    return Status::ok();
+  });
+}
+
+const char* ccGetErrorString(ccResult_t result) {
+  switch (result) {
+    case ccSuccess: return "no error";
+    case ccSystemError: return "system error (a system call failed)";
+    case ccInternalError: return "internal error (a bug in cc)";
+    case ccInvalidArgument: return "invalid argument";
+    case ccInvalidUsage: return "invalid usage";
+    case ccRemoteError: return "remote error (a peer died or misbehaved)";
+    case ccInProgress: return "operation in progress";
+    case ccTimeout: return "timeout (nothing moved for CC_TIMEOUT_MS)";
+    default: return "unknown result code";
+  }
+}
+
+const char* ccGetLastError(ccComm_t handle) {
+  gReturnedError = gThreadLastError;
+  if (handle != nullptr) {
+    std::lock_guard lock(gHandlesMutex);
+    if (gComms.count(handle) != 0) gReturnedError = handle->impl->lastError();
+  }
+  return gReturnedError.c_str();
+}
+
+ccResult_t ccGetUniqueId(ccUniqueId* uniqueId) {
+  return guarded(nullptr, [&]() -> Status {
+    if (uniqueId == nullptr) return invalidArgument("ccGetUniqueId: uniqueId is NULL");
+    CC_ASSIGN_OR_RETURN(Config config, Config::fromEnvironment());
+    CC_ASSIGN_OR_RETURN(wire::UniqueIdContents id, bootstrap::startRoot(config));
+    wire::encodeUniqueId(id, uniqueId->internal);
+    return Status::ok();
+  });
+}
+
+ccResult_t ccCommInitRank(ccComm_t* comm, int nranks, ccUniqueId commId, int rank) {
+  return guarded(nullptr, [&]() -> Status {
+    if (comm == nullptr) return invalidArgument("ccCommInitRank: comm is NULL");
+    *comm = nullptr;
+    if (nranks < 1 || nranks > wire::kMaxRanks) {
+      return invalidArgument("ccCommInitRank: nranks " + std::to_string(nranks) + " is out of range [1, " +
+                             std::to_string(wire::kMaxRanks) + "]");
+    }
+    if (rank < 0 || rank >= nranks) {
+      return invalidArgument("ccCommInitRank: rank " + std::to_string(rank) + " is out of range for nranks " +
+                             std::to_string(nranks));
+    }
+    CC_ASSIGN_OR_RETURN(wire::UniqueIdContents id, wire::parseUniqueId(std::as_bytes(std::span(commId.internal))));
+    CC_ASSIGN_OR_RETURN(auto impl, comm::Communicator::create(id, nranks, rank, nullptr));
+    *comm = publish(std::move(impl));
+    return Status::ok();
+  });
+}
+
+ccResult_t ccCommInitAll(ccComm_t* comms, int ndev, const int* devlist) {
+  (void)devlist;  // no GPU placement yet: ranks are host threads
+  return guarded(nullptr, [&]() -> Status {
+    if (comms == nullptr) return invalidArgument("ccCommInitAll: comms is NULL");
+    if (ndev < 1 || ndev > 4096) return invalidArgument("ccCommInitAll: ndev " + std::to_string(ndev) + " is out of range [1, 4096]");
+    CC_ASSIGN_OR_RETURN(Config config, Config::fromEnvironment());
+    CC_ASSIGN_OR_RETURN(wire::UniqueIdContents id, bootstrap::startRoot(config));
+    std::vector<Result<std::shared_ptr<Communicator>>> results(static_cast<size_t>(ndev), Status(ccInternalError, "not run"));
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < ndev; ++rank) {
+      threads.emplace_back([&, rank] { results[static_cast<size_t>(rank)] = Communicator::create(id, ndev, rank, nullptr); });
+    }
+    for (auto& thread : threads) thread.join();
+    for (auto& result : results) {
+      if (!result.isOk()) return result.status().withContext("ccCommInitAll");
+    }
+    for (int rank = 0; rank < ndev; ++rank) comms[rank] = publish(std::move(results[static_cast<size_t>(rank)]).value());
+    return Status::ok();
+  });
+}
+
+ccResult_t ccCommInitFromEnv(ccComm_t* comm) {
+  return guarded(nullptr, [&]() -> Status {
+    if (comm == nullptr) return invalidArgument("ccCommInitFromEnv: comm is NULL");
+    *comm = nullptr;
+    CC_ASSIGN_OR_RETURN(Config config, Config::fromEnvironment());
+    CC_ASSIGN_OR_RETURN(comm::LaunchInfo launch, comm::rendezvousFromEnvironment(config));
+    log::info("ccCommInitFromEnv: launcher {}, rank {} of {}, root {}", launch.launcher, launch.rank, launch.nranks,
+              launch.id.rootAddress.toString());
+    auto impl = Communicator::create(launch.id, launch.nranks, launch.rank, nullptr);
+    if (!impl.isOk()) return impl.status().withContext("ccCommInitFromEnv (" + launch.launcher + ")");
+    *comm = publish(std::move(impl).value());
+    return Status::ok();
+  });
+}
+
+ccResult_t ccCommSplit(ccComm_t handle, int color, int key, ccComm_t* newcomm) {
+  return guarded(nullptr, [&]() -> Status {
+    if (newcomm == nullptr) return invalidArgument("ccCommSplit: newcomm is NULL");
+    *newcomm = nullptr;
+    CC_ASSIGN_OR_RETURN(auto parent, lookup(handle));
+    if (color < 0 && color != CC_SPLIT_NOCOLOR) {
+      return invalidArgument("ccCommSplit: color " + std::to_string(color) + " is negative (use CC_SPLIT_NOCOLOR to opt out)");
+    }
+    return split(parent, color, key, newcomm).withContext("ccCommSplit on rank " + std::to_string(parent->rank()));
+  });
+}
+
+ccResult_t ccCommDestroy(ccComm_t handle) {
+  return guarded(nullptr, [&]() -> Status {
+    if (handle == nullptr) return invalidArgument("ccCommDestroy: comm is NULL");
+    auto impl = unpublish(handle);
+    if (!impl) return invalidArgument("ccCommDestroy: comm is not a live communicator (destroyed twice?)");
+    // Operations already queued on streams hold their own reference and finish first.
+    return Status::ok();
+  });
+}
+
+ccResult_t ccCommAbort(ccComm_t handle) {
+  return guarded(nullptr, [&]() -> Status {
+    if (handle == nullptr) return invalidArgument("ccCommAbort: comm is NULL");
+    auto impl = unpublish(handle);
+    if (!impl) return invalidArgument("ccCommAbort: comm is not a live communicator");
+    impl->abort();
+    // Wait for an operation in flight on another thread to notice (one sleep slice).
+    std::lock_guard lock(impl->operationMutex());
+    return Status::ok();
+  });
+}
+
+ccResult_t ccCommGetAsyncError(ccComm_t handle, ccResult_t* asyncError) {
+  return guarded(nullptr, [&]() -> Status {
+    if (asyncError == nullptr) return invalidArgument("ccCommGetAsyncError: asyncError is NULL");
+    CC_ASSIGN_OR_RETURN(auto comm, lookup(handle));
+    *asyncError = comm->asyncError();
+    return Status::ok();
+  });
+}
+
+ccResult_t ccCommCount(const ccComm_t handle, int* count) {
+  return guarded(nullptr, [&]() -> Status {
+    if (count == nullptr) return invalidArgument("ccCommCount: count is NULL");
+    CC_ASSIGN_OR_RETURN(auto comm, lookup(handle));
+    *count = comm->size();
+    return Status::ok();
+  });
+}
+
+ccResult_t ccCommUserRank(const ccComm_t handle, int* rank) {
+  return guarded(nullptr, [&]() -> Status {
+    if (rank == nullptr) return invalidArgument("ccCommUserRank: rank is NULL");
+    CC_ASSIGN_OR_RETURN(auto comm, lookup(handle));
+    *rank = comm->rank();
+    return Status::ok();
+  });
+}
+
+ccResult_t ccSend(const void* sendbuff, size_t count, ccDataType_t datatype, int peer, ccComm_t comm,
+                  ccStream_t stream) {
+  Communicator* raw = nullptr;
+  {
+    std::lock_guard lock(gHandlesMutex);
+    if (comm != nullptr && gComms.count(comm) != 0) raw = comm->impl.get();
+  }
+  ccResult_t result = guarded(raw, [&] { return pointToPoint(true, sendbuff, count, datatype, peer, comm, stream); });
+  // A bad operation inside a group drops the whole group at ccGroupEnd, so that no
+  // rank runs half of what it meant to.
+  if (result != ccSuccess && gGroup.depth > 0 && gGroup.error.isOk()) gGroup.error = Status(result, gThreadLastError);
+  return result;
+}
+
+ccResult_t ccRecv(void* recvbuff, size_t count, ccDataType_t datatype, int peer, ccComm_t comm, ccStream_t stream) {
+  Communicator* raw = nullptr;
+  {
+    std::lock_guard lock(gHandlesMutex);
+    if (comm != nullptr && gComms.count(comm) != 0) raw = comm->impl.get();
+  }
+  ccResult_t result = guarded(raw, [&] { return pointToPoint(false, recvbuff, count, datatype, peer, comm, stream); });
+  // A bad operation inside a group drops the whole group at ccGroupEnd, so that no
+  // rank runs half of what it meant to.
+  if (result != ccSuccess && gGroup.depth > 0 && gGroup.error.isOk()) gGroup.error = Status(result, gThreadLastError);
+  return result;
+}
+
+ccResult_t ccGroupStart(void) {
+  ++gGroup.depth;
+  return ccSuccess;
+}
+
+ccResult_t ccGroupEnd(void) {
+  return guarded(nullptr, [&]() -> Status {
+    if (gGroup.depth == 0) return invalidUsage("ccGroupEnd without a matching ccGroupStart");
+    if (--gGroup.depth > 0) return Status::ok();
+    std::vector<GroupedOp> ops = std::move(gGroup.ops);
+    gGroup.ops.clear();
+    Status error = gGroup.error;
+    gGroup.error = Status::ok();
+    if (!error.isOk()) return error.withContext("ccGroupEnd: the group was dropped because an operation in it failed");
+    Communicator* first = ops.empty() ? nullptr : ops.front().comm.get();
+    Status status = launch(std::move(ops));
+    if (!status.isOk() && first != nullptr) first->setLastError(status.message());
+    return status.withContext("ccGroupEnd");
+  });
+}
+
+ccResult_t ccBarrier(ccComm_t handle, ccStream_t streamHandle) {
+  return guarded(nullptr, [&]() -> Status {
+    CC_ASSIGN_OR_RETURN(auto comm, lookup(handle));
+    if (gGroup.depth > 0) return invalidUsage("ccBarrier cannot be called inside ccGroupStart/ccGroupEnd");
+    CC_ASSIGN_OR_RETURN(comm::Stream * stream, lookupStream(streamHandle));
+    if (stream != nullptr) {
+      stream->enqueue([comm] { return barrier(*comm); }, {comm});
+      return Status::ok();
+    }
+    Status status = barrier(*comm).withContext("ccBarrier on rank " + std::to_string(comm->rank()));
+    if (!status.isOk()) comm->setLastError(status.message());
+    return status;
+  });
+}
+
+ccResult_t ccStreamCreate(ccStream_t* stream) {
+  return guarded(nullptr, [&]() -> Status {
+    if (stream == nullptr) return invalidArgument("ccStreamCreate: stream is NULL");
+    auto* handle = new ccStream{std::make_unique<comm::Stream>()};
+    std::lock_guard lock(gHandlesMutex);
+    gStreams.insert(handle);
+    *stream = handle;
+    return Status::ok();
+  });
+}
+
+ccResult_t ccStreamSynchronize(ccStream_t handle) {
+  return guarded(nullptr, [&]() -> Status {
+    if (handle == nullptr) return Status::ok();  // the NULL stream never has anything pending
+    CC_ASSIGN_OR_RETURN(comm::Stream * stream, lookupStream(handle));
+    return stream->synchronize();
+  });
+}
+
+ccResult_t ccStreamQuery(ccStream_t handle) {
+  return guarded(nullptr, [&]() -> Status {
+    if (handle == nullptr) return Status::ok();
+    CC_ASSIGN_OR_RETURN(comm::Stream * stream, lookupStream(handle));
+    return stream->query();
+  });
+}
+
+ccResult_t ccStreamDestroy(ccStream_t handle) {
+  return guarded(nullptr, [&]() -> Status {
+    if (handle == nullptr) return invalidArgument("ccStreamDestroy: stream is NULL");
+    std::unique_ptr<ccStream> owned;
+    {
+      std::lock_guard lock(gHandlesMutex);
+      if (gStreams.erase(handle) == 0) return invalidArgument("ccStreamDestroy: stream is not a live ccStream_t");
+      owned.reset(handle);
+    }
+    Status status = owned->impl->synchronize();
+    owned.reset();  // joins the worker
+    return status;
+  });
+}
+
+}  // extern "C"

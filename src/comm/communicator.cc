@@ -1,0 +1,122 @@
+#include "comm/communicator.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "core/bootstrap.h"
+#include "core/log.h"
+
+namespace cc::comm {
+namespace {
+
+std::string randomHex(size_t bytes) {
+  std::vector<std::byte> raw(bytes);
+  (void)randomBytes(raw);
+  static const char* kDigits = "0123456789abcdef";
+  std::string text;
+  for (std::byte b : raw) {
+    text += kDigits[static_cast<unsigned>(b) >> 4];
+    text += kDigits[static_cast<unsigned>(b) & 15];
+  }
+  return text;
+}
+
+std::atomic<int> gNextLane{0};
+
+}  // namespace
+
+Result<std::shared_ptr<Communicator>> Communicator::create(const wire::UniqueIdContents& id, int nranks, int rank,
+                                                           std::shared_ptr<TraceSink> trace) {
+  log::ScopedRank scopedRank(rank);
+  std::shared_ptr<Communicator> comm(new Communicator());
+  CC_ASSIGN_OR_RETURN(comm->config_, Config::fromEnvironment());
+  comm->rank_ = rank;
+  comm->nranks_ = nranks;
+  comm->lane_ = gNextLane.fetch_add(1);
+  comm->recorder_ = std::make_unique<FlightRecorder>(static_cast<size_t>(comm->config_.flightRecorderEntries));
+  comm->trace_ = trace ? std::move(trace) : TraceSink::open(comm->config_.tracePath, rank);
+
+  CC_ASSIGN_OR_RETURN(transport::shm::Doorbell doorbell, transport::shm::Doorbell::create());
+  comm->doorbell_ = std::make_unique<transport::shm::Doorbell>(std::move(doorbell));
+  comm->epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
+  if (!comm->epoll_.valid()) return systemError("epoll_create1", errno);
+  comm->abortEvent_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!comm->abortEvent_.valid()) return systemError("eventfd", errno);
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.fd = comm->abortEvent_.get();
+  if (epoll_ctl(comm->epoll_.get(), EPOLL_CTL_ADD, comm->abortEvent_.get(), &event) != 0) {
+    return systemError("epoll_ctl", errno);
+  }
+
+  // Listeners for the peers that will connect to us: TCP on the chosen interface (the
+  // root's family when it is loopback-only), and an abstract Unix socket for shm.
+  const Config& config = comm->config_;
+  SocketAddress tcpAddress;
+  if (id.rootAddress.isLoopback() && config.socketIfname.empty()) {
+    tcpAddress = id.rootAddress;
+    tcpAddress.setPort(0);
+  } else {
+    CC_ASSIGN_OR_RETURN(tcpAddress, chooseInterfaceAddress(config.socketIfname, config.socketFamily));
+  }
+  CC_ASSIGN_OR_RETURN(FileDescriptor tcpListener, listenTcp(tcpAddress));
+  std::string unixName = "cc-" + randomHex(12);
+  CC_ASSIGN_OR_RETURN(FileDescriptor unixListener, listenUnix(unixName));
+
+  wire::PeerInfo self;
+  self.rank = rank;
+  self.pid = static_cast<uint32_t>(getpid());
+  self.hostHash = bootstrap::hostHash();
+  self.hostName = bootstrap::hostName();
+  self.tcpAddress = tcpAddress;
+  self.unixName = unixName;
+  int64_t startNs = nowNanos();
+  CC_ASSIGN_OR_RETURN(std::vector<wire::PeerInfo> peers, bootstrap::exchangePeerInfo(id, nranks, self, config));
+  int64_t bootstrapNs = nowNanos();
+  CC_TRY(comm->connectPeers(peers, id.secret, std::move(tcpListener), std::move(unixListener)));
+  log::info("communicator of {} ranks ready: bootstrap {:.1f} ms, connections {:.1f} ms", nranks,
+            static_cast<double>(bootstrapNs - startNs) / 1e6, static_cast<double>(nowNanos() - bootstrapNs) / 1e6);
+  return comm;
+}
+
+Communicator::~Communicator() = default;
+
+void Communicator::abort() {
+  aborted_.store(true);
+  transport::shm::ring(doorbell_->word());
+  uint64_t one = 1;
+  ssize_t ignored = ::write(abortEvent_.get(), &one, sizeof(one));
+  (void)ignored;
+}
+
+void Communicator::markBroken(const Status& status) {
+  std::lock_guard lock(errorMutex_);
+  if (broken_.isOk()) broken_ = status;
+  if (asyncError_.load() == ccSuccess) asyncError_.store(status.code());
+}
+
+Status Communicator::brokenStatus() const {
+  std::lock_guard lock(errorMutex_);
+  if (broken_.isOk()) return broken_;
+  return Status(broken_.code(), "communicator is unusable after an earlier failure: " + broken_.message());
+}
+
+void Communicator::setAsyncError(ccResult_t code) {
+  ccResult_t expected = ccSuccess;
+  asyncError_.compare_exchange_strong(expected, code);
+}
+
+void Communicator::setLastError(const std::string& message) {
+  std::lock_guard lock(errorMutex_);
+  lastError_ = message;
+}
+
+std::string Communicator::lastError() const {
+  std::lock_guard lock(errorMutex_);
+  return lastError_;
+}
+
+}  // namespace cc::comm

@@ -1,0 +1,87 @@
+// A communicator: this rank's place in a group of ranks, the channel to every peer,
+// and the state that keeps operations ordered, bounded in time and abortable.
+//
+// Layering: src/comm sits above src/transport and src/core (DESIGN.md lists the
+// communicator under core, but it owns transports, so it cannot live below them).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/socket.h"
+#include "core/trace.h"
+#include "core/wire.h"
+#include "transport/shm/doorbell.h"
+#include "transport/transport.h"
+
+namespace cc::comm {
+
+class Communicator {
+ public:
+  // Joins the communicator behind `id` (collective over all `nranks` ranks).
+  // `trace` is the parent's trace sink for a split, null otherwise.
+  static Result<std::shared_ptr<Communicator>> create(const wire::UniqueIdContents& id, int nranks, int rank,
+                                                      std::shared_ptr<TraceSink> trace);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return nranks_; }
+  const Config& config() const { return config_; }
+  transport::Channel* channel(int peer) { return channels_[static_cast<size_t>(peer)].get(); }
+
+  // Held for the whole of each operation: operations on a communicator are ordered.
+  std::mutex& operationMutex() { return operationMutex_; }
+  uint64_t nextSequence() { return nextSequence_++; }
+
+  // Abort: every wait inside cc on this communicator returns within a few milliseconds.
+  void abort();
+  bool aborted() const { return aborted_.load(std::memory_order_relaxed); }
+
+  // After a transport failure the channels are in an unknown state: the communicator
+  // refuses further operations with the original error.
+  void markBroken(const Status& status);
+  Status brokenStatus() const;
+  ccResult_t asyncError() const { return asyncError_.load(); }
+  void setAsyncError(ccResult_t code);
+
+  void setLastError(const std::string& message);
+  std::string lastError() const;
+
+  transport::shm::DoorbellWord& doorbell() { return doorbell_->word(); }
+  int epollFd() const { return epoll_.get(); }
+  FlightRecorder& recorder() { return *recorder_; }
+  TraceSink* trace() const { return trace_.get(); }
+  const std::shared_ptr<TraceSink>& traceShared() const { return trace_; }
+  int lane() const { return lane_; }
+
+ private:
+  Communicator() = default;
+  Status connectPeers(const std::vector<wire::PeerInfo>& peers, const wire::Secret& secret,
+                      FileDescriptor tcpListener, FileDescriptor unixListener);
+
+  Config config_;
+  int rank_ = -1;
+  int nranks_ = 0;
+  int lane_ = 0;  // trace lane: distinguishes communicators within one rank's file
+  std::vector<std::unique_ptr<transport::Channel>> channels_;
+  std::unique_ptr<transport::shm::Doorbell> doorbell_;
+  FileDescriptor epoll_;
+  FileDescriptor abortEvent_;  // in the epoll set, so an abort wakes a TCP wait
+  std::mutex operationMutex_;
+  uint64_t nextSequence_ = 0;
+  std::atomic<bool> aborted_{false};
+  std::atomic<ccResult_t> asyncError_{ccSuccess};
+  mutable std::mutex errorMutex_;
+  Status broken_;
+  std::string lastError_;
+  std::unique_ptr<FlightRecorder> recorder_;
+  std::shared_ptr<TraceSink> trace_;
+};
+
+}  // namespace cc::comm

@@ -1,0 +1,282 @@
+// Connecting a new communicator's ranks pairwise, after the bootstrap table arrived.
+//
+// Each rank connects to every lower rank and accepts from every higher one; every
+// connection first passes the challenge-response of auth.h. Ranks on one host (same
+// host hash) meet on abstract Unix sockets and share memory (memfds passed with
+// SCM_RIGHTS); others open CC_NSOCKS_PERTHREAD TCP sockets. The listeners close when all
+// expected peers have connected, so nothing stays open to strangers.
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <map>
+
+#include "comm/communicator.h"
+#include "core/auth.h"
+#include "core/log.h"
+#include "transport/shm/channel.h"
+#include "transport/tcp/channel.h"
+
+namespace cc::comm {
+namespace {
+
+using transport::shm::Doorbell;
+using transport::shm::PairMemory;
+using transport::shm::RingGeometry;
+using transport::shm::ShmChannel;
+using transport::shm::ShmChannelParts;
+using transport::tcp::TcpChannel;
+
+constexpr int64_t kStrangerAuthMs = 2000;
+
+// The authenticated context of a peer connection: who connects, how many sockets it
+// opens to us and which one this is.
+uint64_t packContext(int rank, int sockets, int index) {
+  return (static_cast<uint64_t>(rank) << 16) | (static_cast<uint64_t>(sockets) << 8) | static_cast<uint64_t>(index);
+}
+void unpackContext(uint64_t context, int& rank, int& sockets, int& index) {
+  rank = static_cast<int>(context >> 16);
+  sockets = static_cast<int>((context >> 8) & 0xff);
+  index = static_cast<int>(context & 0xff);
+}
+
+pid_t peerPid(int fd) {
+  ucred credentials{};
+  socklen_t length = sizeof(credentials);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return 0;
+  return credentials.pid;
+}
+
+// A frame together with descriptors (shm setup).
+Status sendFrameWithFds(int fd, wire::FrameType type, const std::vector<std::byte>& payload,
+                        std::span<const int> fds, const Deadline& deadline) {
+  std::vector<std::byte> bytes(wire::kFrameHeaderBytes);
+  auto header = wire::encodeFrameHeader({static_cast<uint32_t>(payload.size()), type});
+  std::copy(header.begin(), header.end(), bytes.begin());
+  bytes.insert(bytes.end(), payload.begin(), payload.end());
+  return sendWithFds(fd, bytes, fds, deadline);
+}
+
+Result<std::vector<std::byte>> recvFrameWithFds(int fd, wire::FrameType type, size_t payloadBytes,
+                                                std::vector<FileDescriptor>& fds, size_t expectedFds,
+                                                const Deadline& deadline) {
+  std::vector<std::byte> bytes(wire::kFrameHeaderBytes + payloadBytes);
+  CC_TRY(recvWithFds(fd, bytes, fds, expectedFds, deadline));
+  CC_ASSIGN_OR_RETURN(wire::FrameHeader header,
+                      wire::parseFrameHeader(std::span(bytes).first(wire::kFrameHeaderBytes),
+                                             static_cast<uint32_t>(payloadBytes)));
+  if (header.type != type || header.length != payloadBytes) return remoteError("unexpected shm setup frame");
+  return std::vector<std::byte>(bytes.begin() + wire::kFrameHeaderBytes, bytes.end());
+}
+
+struct Probe {
+  uint64_t value = 0;
+};
+
+// Connector side of the shm setup: creates the pair memory.
+Result<std::unique_ptr<transport::Channel>> shmConnect(int peer, FileDescriptor control, const Config& config,
+                                                       Doorbell& ownDoorbell, const Probe& probe,
+                                                       const Deadline& deadline) {
+  RingGeometry geometry{static_cast<uint32_t>(config.shmSlots), config.shmSlotBytes};
+  CC_ASSIGN_OR_RETURN(PairMemory memory, PairMemory::create(geometry));
+  wire::ShmSetup setup{geometry.slots, geometry.slotBytes, reinterpret_cast<uint64_t>(&probe.value), probe.value};
+  int fds[2] = {memory.fd(), ownDoorbell.fd()};
+  CC_TRY(sendFrameWithFds(control.get(), wire::FrameType::kShmSetup, wire::encodeShmSetup(setup), fds, deadline));
+  std::vector<FileDescriptor> received;
+  CC_ASSIGN_OR_RETURN(auto replyBytes, recvFrameWithFds(control.get(), wire::FrameType::kShmSetupReply,
+                                                        wire::kShmSetupReplyBytes, received, 1, deadline));
+  CC_ASSIGN_OR_RETURN(wire::ShmSetupReply reply, wire::parseShmSetupReply(replyBytes));
+  CC_ASSIGN_OR_RETURN(Doorbell peerDoorbell, Doorbell::attach(std::move(received[0])));
+  pid_t pid = peerPid(control.get());
+  bool canRead = config.shmUseCma && pid > 0 &&
+                 transport::shm::probeCrossMemoryAttach(pid, reply.probeAddress, reply.probeValue);
+  wire::ShmSetupReply final{0, 0, static_cast<uint8_t>(canRead ? 1 : 0)};
+  CC_TRY(auth::sendFrame(control.get(), wire::FrameType::kShmSetupReply, wire::encodeShmSetupReply(final), deadline));
+  log::info("transport to rank {}: shm (same host; single copy by process_vm_readv: I read {}, peer reads {})", peer,
+            canRead ? "yes" : "no", reply.canReadYou ? "yes" : "no");
+  ShmChannelParts parts;
+  parts.peer = peer;
+  parts.peerPid = pid;
+  parts.isConnector = true;
+  parts.geometry = geometry;
+  parts.memory = &memory;
+  parts.peerDoorbell = &peerDoorbell;
+  parts.control = std::move(control);
+  parts.peerReadsFromMe = reply.canReadYou != 0;
+  parts.cmaThreshold = config.shmCmaThreshold;
+  return std::unique_ptr<transport::Channel>(new ShmChannel(std::move(parts)));
+}
+
+// Acceptor side of the shm setup: maps the connector's pair memory.
+Result<std::unique_ptr<transport::Channel>> shmAccept(int peer, FileDescriptor control, const Config& config,
+                                                      Doorbell& ownDoorbell, const Probe& probe,
+                                                      const Deadline& deadline) {
+  std::vector<FileDescriptor> received;
+  CC_ASSIGN_OR_RETURN(auto setupBytes, recvFrameWithFds(control.get(), wire::FrameType::kShmSetup,
+                                                        wire::kShmSetupBytes, received, 2, deadline));
+  CC_ASSIGN_OR_RETURN(wire::ShmSetup setup, wire::parseShmSetup(setupBytes));
+  RingGeometry geometry{setup.slots, setup.slotBytes};
+  CC_ASSIGN_OR_RETURN(PairMemory memory, PairMemory::attach(std::move(received[0]), geometry));
+  CC_ASSIGN_OR_RETURN(Doorbell peerDoorbell, Doorbell::attach(std::move(received[1])));
+  pid_t pid = peerPid(control.get());
+  bool canRead = config.shmUseCma && pid > 0 &&
+                 transport::shm::probeCrossMemoryAttach(pid, setup.probeAddress, setup.probeValue);
+  wire::ShmSetupReply reply{reinterpret_cast<uint64_t>(&probe.value), probe.value, static_cast<uint8_t>(canRead ? 1 : 0)};
+  int fds[1] = {ownDoorbell.fd()};
+  CC_TRY(sendFrameWithFds(control.get(), wire::FrameType::kShmSetupReply, wire::encodeShmSetupReply(reply), fds,
+                          deadline));
+  CC_ASSIGN_OR_RETURN(auto finalBytes, auth::recvFrame(control.get(), wire::FrameType::kShmSetupReply,
+                                                       wire::kShmSetupReplyBytes, deadline));
+  CC_ASSIGN_OR_RETURN(wire::ShmSetupReply final, wire::parseShmSetupReply(finalBytes));
+  log::info("transport to rank {}: shm (same host; single copy by process_vm_readv: I read {}, peer reads {})", peer,
+            canRead ? "yes" : "no", final.canReadYou ? "yes" : "no");
+  ShmChannelParts parts;
+  parts.peer = peer;
+  parts.peerPid = pid;
+  parts.isConnector = false;
+  parts.geometry = geometry;
+  parts.memory = &memory;
+  parts.peerDoorbell = &peerDoorbell;
+  parts.control = std::move(control);
+  parts.peerReadsFromMe = final.canReadYou != 0;
+  parts.cmaThreshold = config.shmCmaThreshold;
+  return std::unique_ptr<transport::Channel>(new ShmChannel(std::move(parts)));
+}
+
+}  // namespace
+
+Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, const wire::Secret& secret,
+                                  FileDescriptor tcpListener, FileDescriptor unixListener) {
+  const Config& config = config_;
+  Deadline deadline = Deadline::afterMs(config.timeoutMs);
+  channels_.resize(static_cast<size_t>(nranks_));
+  uint64_t myHost = peers[static_cast<size_t>(rank_)].hostHash;
+  Probe probe;
+  {
+    std::byte raw[8];
+    CC_TRY(randomBytes(raw));
+    std::memcpy(&probe.value, raw, sizeof(raw));
+  }
+
+  std::vector<bool> useShm(static_cast<size_t>(nranks_), false);
+  for (int peer = 0; peer < nranks_; ++peer) {
+    bool sameHost = peers[static_cast<size_t>(peer)].hostHash == myHost;
+    if (config.transport == TransportChoice::kShm && !sameHost && peer != rank_) {
+      return invalidArgument("CC_TRANSPORT=shm, but rank " + std::to_string(peer) + " is on another host (" +
+                             peers[static_cast<size_t>(peer)].hostName + ")");
+    }
+    useShm[static_cast<size_t>(peer)] = sameHost && config.transport != TransportChoice::kTcp;
+  }
+
+  auto addTcpChannel = [&](int peer, std::vector<FileDescriptor> sockets) -> Status {
+    for (auto& socket : sockets) {
+      CC_TRY(setNonBlocking(socket.get(), true));
+      epoll_event event{};
+      event.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+      event.data.fd = socket.get();
+      if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, socket.get(), &event) != 0) return systemError("epoll_ctl", errno);
+    }
+    log::info("transport to rank {}: tcp ({} on {}, {} sockets)", peer,
+              peers[static_cast<size_t>(peer)].tcpAddress.toString(), peers[static_cast<size_t>(peer)].hostName,
+              sockets.size());
+    channels_[static_cast<size_t>(peer)] =
+        std::make_unique<TcpChannel>(peer, std::move(sockets), config.tcpStripeThreshold);
+    return Status::ok();
+  };
+
+  // Phase 1: connect to every lower rank.
+  for (int peer = 0; peer < rank_; ++peer) {
+    const wire::PeerInfo& info = peers[static_cast<size_t>(peer)];
+    std::string who = "connecting to rank " + std::to_string(peer);
+    if (useShm[static_cast<size_t>(peer)]) {
+      auto control = connectUnix(info.unixName, deadline);
+      if (!control.isOk()) return control.status().withContext(who);
+      CC_TRY(auth::clientHandshake(control->get(), secret, wire::Purpose::kPeerShm, packContext(rank_, 1, 0), deadline)
+                 .withContext(who));
+      auto channel = shmConnect(peer, std::move(control).value(), config, *doorbell_, probe, deadline);
+      if (!channel.isOk()) return channel.status().withContext(who);
+      channels_[static_cast<size_t>(peer)] = std::move(channel).value();
+    } else {
+      std::vector<FileDescriptor> sockets;
+      int count = config.tcpSocketsPerPeer;
+      for (int index = 0; index < count; ++index) {
+        auto socket = connectTcp(info.tcpAddress, deadline);
+        if (!socket.isOk()) return socket.status().withContext(who);
+        CC_TRY(auth::clientHandshake(socket->get(), secret, wire::Purpose::kPeerTcp, packContext(rank_, count, index),
+                                     deadline)
+                   .withContext(who));
+        sockets.push_back(std::move(socket).value());
+      }
+      CC_TRY(addTcpChannel(peer, std::move(sockets)));
+    }
+  }
+
+  // Phase 2: accept every higher rank. Connections that fail authentication or say
+  // something unexpected are dropped and logged; we keep waiting for the real peers.
+  std::map<int, std::vector<FileDescriptor>> pendingTcp;
+  int missing = nranks_ - 1 - rank_;
+  while (missing > 0) {
+    pollfd entries[2] = {{tcpListener.get(), POLLIN, 0}, {unixListener.get(), POLLIN, 0}};
+    int rc = ::poll(entries, 2, std::min(deadline.remainingMs(), 100));
+    if (deadline.expired()) {
+      std::string list;
+      for (int peer = rank_ + 1; peer < nranks_; ++peer) {
+        if (!channels_[static_cast<size_t>(peer)]) list += " " + std::to_string(peer);
+      }
+      return timeoutError("timed out waiting for ranks" + list + " to connect");
+    }
+    if (rc <= 0) continue;
+    for (int which = 0; which < 2; ++which) {
+      if ((entries[which].revents & POLLIN) == 0) continue;
+      int fd = ::accept4(entries[which].fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      FileDescriptor connection(fd);
+      bool isUnix = which == 1;
+      if (!isUnix) setTcpOptions(fd);
+      uint64_t context = 0;
+      Deadline authDeadline(std::min(deadline.when(), Clock::now() + std::chrono::milliseconds(kStrangerAuthMs)));
+      Status status = auth::serverHandshake(fd, secret, isUnix ? wire::Purpose::kPeerShm : wire::Purpose::kPeerTcp,
+                                            context, authDeadline);
+      if (!status.isOk()) {
+        log::warn("dropped a connection to this rank's {} listener: {}", isUnix ? "unix" : "tcp", status.message());
+        continue;
+      }
+      int peer = 0;
+      int sockets = 0;
+      int index = 0;
+      unpackContext(context, peer, sockets, index);
+      bool valid = peer > rank_ && peer < nranks_ && !channels_[static_cast<size_t>(peer)] &&
+                   useShm[static_cast<size_t>(std::min(peer, nranks_ - 1))] == isUnix &&
+                   (isUnix ? (sockets == 1 && index == 0) : (sockets >= 1 && index < sockets));
+      if (!valid) {
+        log::warn("dropped an authenticated but unexpected connection (rank {}, socket {}/{}, {})", peer, index,
+                  sockets, isUnix ? "unix" : "tcp");
+        continue;
+      }
+      if (isUnix) {
+        auto channel = shmAccept(peer, std::move(connection), config, *doorbell_, probe, deadline);
+        if (!channel.isOk()) return channel.status().withContext("accepting rank " + std::to_string(peer));
+        channels_[static_cast<size_t>(peer)] = std::move(channel).value();
+        --missing;
+        continue;
+      }
+      auto& list = pendingTcp[peer];
+      if (list.empty()) list.resize(static_cast<size_t>(sockets));
+      if (list.size() != static_cast<size_t>(sockets) || list[static_cast<size_t>(index)].valid()) {
+        log::warn("dropped a duplicate tcp connection from rank {}", peer);
+        continue;
+      }
+      list[static_cast<size_t>(index)] = std::move(connection);
+      bool complete = std::all_of(list.begin(), list.end(), [](const FileDescriptor& s) { return s.valid(); });
+      if (complete) {
+        CC_TRY(addTcpChannel(peer, std::move(list)));
+        pendingTcp.erase(peer);
+        --missing;
+      }
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace cc::comm

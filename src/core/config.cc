@@ -1,0 +1,77 @@
+#include "core/config.h"
+
+#include <sys/socket.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+
+namespace cc {
+namespace {
+
+// Parses an integer variable within [low, high]; an unset variable keeps `value`.
+Status readInteger(const char* name, int64_t low, int64_t high, int64_t& value) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return Status::ok();
+  int64_t parsed = 0;
+  const char* end = text + std::strlen(text);
+  auto [pointer, error] = std::from_chars(text, end, parsed);
+  if (error != std::errc() || pointer != end || parsed < low || parsed > high) {
+    return invalidArgument(std::string(name) + "=" + text + " is not an integer in [" +
+                           std::to_string(low) + ", " + std::to_string(high) + "]");
+  }
+  value = parsed;
+  return Status::ok();
+}
+
+template <typename T>
+Status readInto(const char* name, int64_t low, int64_t high, T& field) {
+  int64_t value = static_cast<int64_t>(field);
+  CC_TRY(readInteger(name, low, high, value));
+  field = static_cast<T>(value);
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<Config> Config::fromEnvironment() {
+  Config config;
+  CC_TRY(readInto("CC_TIMEOUT_MS", 1, int64_t{1} << 40, config.timeoutMs));
+  CC_TRY(readInto("CC_SPIN_US", 0, 10'000'000, config.spinMicros));
+  CC_TRY(readInto("CC_NSOCKS_PERTHREAD", 1, 16, config.tcpSocketsPerPeer));
+  CC_TRY(readInto("CC_TCP_STRIPE_THRESHOLD", 0, int64_t{1} << 40, config.tcpStripeThreshold));
+  CC_TRY(readInto("CC_SHM_SLOT_BYTES", 4096, 64 << 20, config.shmSlotBytes));
+  CC_TRY(readInto("CC_SHM_SLOTS", 2, 1024, config.shmSlots));
+  CC_TRY(readInto("CC_SHM_CMA_THRESHOLD", 0, int64_t{1} << 50, config.shmCmaThreshold));
+  int64_t useCma = config.shmUseCma ? 1 : 0;
+  CC_TRY(readInteger("CC_SHM_USE_CMA", 0, 1, useCma));
+  config.shmUseCma = useCma != 0;
+  CC_TRY(readInto("CC_FLIGHT_RECORDER_ENTRIES", 1, 1 << 20, config.flightRecorderEntries));
+  config.shmSlotBytes = (config.shmSlotBytes + 63) / 64 * 64;
+
+  if (const char* text = std::getenv("CC_TRANSPORT"); text != nullptr && *text != '\0') {
+    if (strcasecmp(text, "shm") == 0) {
+      config.transport = TransportChoice::kShm;
+    } else if (strcasecmp(text, "tcp") == 0 || strcasecmp(text, "socket") == 0) {
+      config.transport = TransportChoice::kTcp;
+    } else if (strcasecmp(text, "auto") == 0) {
+      config.transport = TransportChoice::kAuto;
+    } else {
+      return invalidArgument(std::string("CC_TRANSPORT=") + text + " is not one of auto, shm, tcp");
+    }
+  }
+  if (const char* text = std::getenv("CC_SOCKET_IFNAME")) config.socketIfname = text;
+  if (const char* text = std::getenv("CC_SOCKET_FAMILY"); text != nullptr && *text != '\0') {
+    if (strcasecmp(text, "AF_INET") == 0 || strcmp(text, "4") == 0) {
+      config.socketFamily = AF_INET;
+    } else if (strcasecmp(text, "AF_INET6") == 0 || strcmp(text, "6") == 0) {
+      config.socketFamily = AF_INET6;
+    } else {
+      return invalidArgument(std::string("CC_SOCKET_FAMILY=") + text + " is not AF_INET or AF_INET6");
+    }
+  }
+  if (const char* text = std::getenv("CC_TRACE")) config.tracePath = text;
+  return config;
+}
+
+}  // namespace cc

@@ -1,0 +1,35 @@
+// Run-time configuration from CC_* environment variables, read when a communicator is
+// created. docs/CONFIG.md lists every variable with its default; keep the two in step.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+
+namespace cc {
+
+enum class TransportChoice { kAuto, kShm, kTcp };
+
+struct Config {
+  // A wait that sees no progress for this long fails with ccTimeout.
+  int64_t timeoutMs = 300000;
+  // How long a waiting rank spins before it sleeps; 0 sleeps at once.
+  int64_t spinMicros = 20;
+  TransportChoice transport = TransportChoice::kAuto;
+  std::string socketIfname;   // CC_SOCKET_IFNAME: interface (or prefix) for sockets
+  int socketFamily = 0;       // CC_SOCKET_FAMILY: AF_INET, AF_INET6 or 0 for either
+  int tcpSocketsPerPeer = 2;  // CC_NSOCKS_PERTHREAD
+  size_t tcpStripeThreshold = 256 * 1024;  // messages at least this big use every socket
+  size_t shmSlotBytes = 128 * 1024;        // CC_SHM_SLOT_BYTES
+  int shmSlots = 8;                        // CC_SHM_SLOTS
+  size_t shmCmaThreshold = 1 << 20;        // CC_SHM_CMA_THRESHOLD: single copy from here
+  bool shmUseCma = true;                   // CC_SHM_USE_CMA
+  std::string tracePath;                   // CC_TRACE
+  int flightRecorderEntries = 256;         // CC_FLIGHT_RECORDER_ENTRIES
+
+  static Result<Config> fromEnvironment();
+};
+
+}  // namespace cc

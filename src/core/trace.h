@@ -1,0 +1,73 @@
+// Seeing what happened: a Chrome trace-event file per rank (CC_TRACE=PREFIX writes
+// PREFIX.rank<R>.json, which Perfetto opens), and a flight recorder that keeps each
+// communicator's last operations so that a timeout or a dead peer can print which
+// operation this rank was in and which peer it was waiting for.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace cc {
+
+int64_t nowNanos();  // steady clock
+
+class TraceSink {
+ public:
+  // Returns null when `prefix` is empty.
+  static std::shared_ptr<TraceSink> open(const std::string& prefix, int rank);
+  ~TraceSink();  // writes the file
+  TraceSink(const TraceSink&) = delete;
+  TraceSink& operator=(const TraceSink&) = delete;
+
+  void record(const char* name, int lane, int64_t startNs, int64_t endNs, int peer, size_t bytes,
+              uint64_t sequence);
+
+ private:
+  TraceSink(std::string path, int rank) : path_(std::move(path)), rank_(rank) {}
+  struct Event {
+    const char* name;
+    int lane;
+    int64_t startNs;
+    int64_t endNs;
+    int peer;
+    size_t bytes;
+    uint64_t sequence;
+  };
+  std::string path_;
+  int rank_;
+  std::mutex mutex_;
+  std::vector<Event> events_;
+};
+
+enum class OpState { kQueued, kRunning, kDone, kFailed };
+
+struct OpRecord {
+  uint64_t sequence = 0;
+  const char* kind = "";
+  int peer = -1;
+  size_t bytes = 0;
+  int64_t startNs = 0;
+  int64_t endNs = 0;
+  OpState state = OpState::kQueued;
+};
+
+class FlightRecorder {
+ public:
+  explicit FlightRecorder(size_t capacity) : records_(capacity) {}
+  void begin(uint64_t sequence, const char* kind, int peer, size_t bytes);
+  void finish(uint64_t sequence, OpState state);
+  // The last `count` operations, oldest first, one per line.
+  std::string dump(size_t count) const;
+
+ private:
+  OpRecord* find(uint64_t sequence);
+  mutable std::mutex mutex_;
+  std::vector<OpRecord> records_;
+  uint64_t newest_ = 0;
+  bool any_ = false;
+};
+
+}  // namespace cc

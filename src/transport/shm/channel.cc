@@ -1,0 +1,225 @@
+#include "transport/shm/channel.h"
+
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+namespace cc::transport::shm {
+
+// Per ring: counters on their own cache lines, then the slots.
+struct alignas(64) RingControl {
+  std::atomic<uint32_t> head;
+  alignas(64) std::atomic<uint32_t> tail;
+};
+static_assert(sizeof(RingControl) == 128);
+
+enum SlotMode : uint32_t { kInline = 1, kByAddress = 2 };
+
+struct alignas(64) SlotHeader {
+  uint64_t messageBytes;
+  uint64_t offset;
+  uint64_t payloadBytes;
+  uint64_t sourceAddress;
+  uint32_t mode;
+};
+static_assert(sizeof(SlotHeader) == 64);
+
+namespace {
+
+constexpr size_t kCmaPieceBytes = 8u << 20;  // bounds the time between abort/timeout checks
+
+RingControl& control(std::byte* ring) { return *reinterpret_cast<RingControl*>(ring); }
+
+SlotHeader& slotHeader(std::byte* ring, const RingGeometry& geometry, uint32_t index) {
+  size_t stride = sizeof(SlotHeader) + geometry.slotBytes;
+  return *reinterpret_cast<SlotHeader*>(ring + sizeof(RingControl) + (index % geometry.slots) * stride);
+}
+
+std::byte* slotPayload(std::byte* ring, const RingGeometry& geometry, uint32_t index) {
+  return reinterpret_cast<std::byte*>(&slotHeader(ring, geometry, index)) + sizeof(SlotHeader);
+}
+
+}  // namespace
+
+size_t RingGeometry::ringBytes() const {
+  return sizeof(RingControl) + static_cast<size_t>(slots) * (sizeof(SlotHeader) + slotBytes);
+}
+
+Result<PairMemory> PairMemory::create(const RingGeometry& geometry) {
+  FileDescriptor fd(memfd_create("cc-shm-pair", MFD_CLOEXEC));
+  if (!fd.valid()) return systemError("memfd_create(shm pair)", errno);
+  if (ftruncate(fd.get(), static_cast<off_t>(geometry.pairBytes())) != 0) {
+    return systemError("ftruncate(shm pair)", errno);
+  }
+  return attach(std::move(fd), geometry);
+}
+
+Result<PairMemory> PairMemory::attach(FileDescriptor fd, const RingGeometry& geometry) {
+  struct stat info {};
+  if (fstat(fd.get(), &info) != 0) return systemError("fstat(shm pair)", errno);
+  if (static_cast<size_t>(info.st_size) != geometry.pairBytes()) {
+    return remoteError("shm pair memory is " + std::to_string(info.st_size) + " bytes, expected " +
+                       std::to_string(geometry.pairBytes()));
+  }
+  void* address = mmap(nullptr, geometry.pairBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (address == MAP_FAILED) return systemError("mmap(shm pair)", errno);
+  PairMemory memory;
+  memory.fd_ = std::move(fd);
+  memory.base_ = static_cast<std::byte*>(address);
+  memory.bytes_ = geometry.pairBytes();
+  return memory;
+}
+
+PairMemory::PairMemory(PairMemory&& other) noexcept
+    : fd_(std::move(other.fd_)), base_(other.base_), bytes_(other.bytes_) {
+  other.base_ = nullptr;
+}
+
+PairMemory::~PairMemory() {
+  if (base_ != nullptr) munmap(base_, bytes_);
+}
+
+ShmChannel::ShmChannel(ShmChannelParts parts)
+    : Channel(parts.peer),
+      memory_(std::move(*parts.memory)),
+      peerDoorbell_(std::move(*parts.peerDoorbell)),
+      control_(std::move(parts.control)),
+      peerPid_(parts.peerPid),
+      geometry_(parts.geometry),
+      sendRing_(memory_.base() + (parts.isConnector ? 0 : geometry_.ringBytes())),
+      recvRing_(memory_.base() + (parts.isConnector ? geometry_.ringBytes() : 0)),
+      peerReadsFromMe_(parts.peerReadsFromMe),
+      cmaThreshold_(parts.cmaThreshold) {}
+
+ShmChannel::~ShmChannel() = default;
+
+Result<Progress> ShmChannel::progressSend(Transfer& transfer) {
+  RingControl& counters = control(sendRing_);
+  bool byAddress = peerReadsFromMe_ && transfer.bytes >= cmaThreshold_ && transfer.bytes > 0;
+  if (byAddress && transfer.started) {
+    // Posted; done once the peer has read it all and released the slot.
+    if (static_cast<int32_t>(counters.tail.load(std::memory_order_acquire) - awaitedTail_) >= 0) {
+      transfer.progressed = transfer.bytes;
+      return Progress::kDone;
+    }
+    return Progress::kIdle;
+  }
+  bool moved = false;
+  while (!transfer.started || transfer.progressed < transfer.bytes) {
+    uint32_t tail = counters.tail.load(std::memory_order_acquire);
+    if (sendHead_ - tail >= geometry_.slots) break;  // ring full
+    SlotHeader& slot = slotHeader(sendRing_, geometry_, sendHead_);
+    slot.messageBytes = transfer.bytes;
+    slot.offset = transfer.progressed;
+    if (byAddress) {
+      slot.mode = kByAddress;
+      slot.payloadBytes = transfer.bytes;
+      slot.sourceAddress = reinterpret_cast<uint64_t>(transfer.data);
+    } else {
+      size_t chunk = std::min<size_t>(geometry_.slotBytes, transfer.bytes - transfer.progressed);
+      slot.mode = kInline;
+      slot.payloadBytes = chunk;
+      slot.sourceAddress = 0;
+      if (chunk > 0) std::memcpy(slotPayload(sendRing_, geometry_, sendHead_), transfer.data + transfer.progressed, chunk);
+      transfer.progressed += chunk;
+    }
+    ++sendHead_;
+    counters.head.store(sendHead_, std::memory_order_release);
+    ring(peerDoorbell_.word());
+    transfer.started = true;
+    moved = true;
+    if (byAddress) {
+      awaitedTail_ = sendHead_;
+      return Progress::kMoved;
+    }
+  }
+  if (transfer.started && transfer.progressed == transfer.bytes && !byAddress) return Progress::kDone;
+  return moved ? Progress::kMoved : Progress::kIdle;
+}
+
+Result<Progress> ShmChannel::receiveByAddress(Transfer& transfer, const SlotHeader& slot, uint32_t tail) {
+  (void)tail;
+  size_t piece = std::min(kCmaPieceBytes, transfer.bytes - transfer.progressed);
+  iovec local{transfer.data + transfer.progressed, piece};
+  iovec remote{reinterpret_cast<void*>(slot.sourceAddress + transfer.progressed), piece};
+  ssize_t n = process_vm_readv(peerPid_, &local, 1, &remote, 1, 0);
+  if (n < 0) {
+    if (errno == ESRCH) return remoteError("rank " + std::to_string(peer()) + " exited during a transfer");
+    return systemError("process_vm_readv from rank " + std::to_string(peer()), errno);
+  }
+  transfer.progressed += static_cast<size_t>(n);
+  transfer.started = true;
+  return Progress::kMoved;
+}
+
+Result<Progress> ShmChannel::progressRecv(Transfer& transfer) {
+  RingControl& counters = control(recvRing_);
+  bool moved = false;
+  while (!transfer.started || transfer.progressed < transfer.bytes) {
+    uint32_t head = counters.head.load(std::memory_order_acquire);
+    if (head == recvTail_) break;  // nothing published
+    const SlotHeader& slot = slotHeader(recvRing_, geometry_, recvTail_);
+    // The slot is written by another process: check everything before using it.
+    if (slot.messageBytes != transfer.bytes) {
+      return invalidUsage("message size mismatch: this rank receives " + std::to_string(transfer.bytes) +
+                          " bytes from rank " + std::to_string(peer()) + ", which sent " +
+                          std::to_string(slot.messageBytes));
+    }
+    if (slot.offset != transfer.progressed && slot.mode == kInline) {
+      return remoteError("shm ring from rank " + std::to_string(peer()) + " is corrupt (offset)");
+    }
+    if (slot.mode == kInline) {
+      if (slot.payloadBytes > geometry_.slotBytes || slot.payloadBytes > transfer.bytes - transfer.progressed) {
+        return remoteError("shm ring from rank " + std::to_string(peer()) + " is corrupt (length)");
+      }
+      if (slot.payloadBytes > 0) {
+        std::memcpy(transfer.data + transfer.progressed, slotPayload(recvRing_, geometry_, recvTail_), slot.payloadBytes);
+      }
+      transfer.progressed += slot.payloadBytes;
+      transfer.started = true;
+    } else if (slot.mode == kByAddress) {
+      auto result = receiveByAddress(transfer, slot, recvTail_);
+      if (!result.isOk()) return result;
+      if (transfer.progressed < transfer.bytes) return Progress::kMoved;  // more pieces to read
+    } else {
+      return remoteError("shm ring from rank " + std::to_string(peer()) + " is corrupt (mode)");
+    }
+    ++recvTail_;
+    counters.tail.store(recvTail_, std::memory_order_release);
+    ring(peerDoorbell_.word());
+    moved = true;
+  }
+  if (transfer.started && transfer.progressed == transfer.bytes) return Progress::kDone;
+  return moved ? Progress::kMoved : Progress::kIdle;
+}
+
+Status ShmChannel::checkPeer() {
+  pollfd entry{control_.get(), POLLIN | POLLRDHUP, 0};
+  if (::poll(&entry, 1, 0) <= 0) return Status::ok();
+  if ((entry.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0) {
+    return remoteError("rank " + std::to_string(peer()) + " (shm) is gone: its process exited or closed the communicator");
+  }
+  char byte = 0;
+  if (::recv(control_.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+    return remoteError("rank " + std::to_string(peer()) + " (shm) is gone: its process exited or closed the communicator");
+  }
+  return Status::ok();
+}
+
+bool probeCrossMemoryAttach(pid_t pid, uint64_t address, uint64_t expected) {
+  uint64_t value = 0;
+  iovec local{&value, sizeof(value)};
+  iovec remote{reinterpret_cast<void*>(address), sizeof(value)};
+  ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+  return n == static_cast<ssize_t>(sizeof(value)) && value == expected;
+}
+
+}  // namespace cc::transport::shm

@@ -1,0 +1,96 @@
+// The shared-memory channel between two ranks on one host.
+//
+// The pair shares one memfd mapping holding two rings, one per direction. A ring is a
+// circular array of cache-line-aligned slots; the sender copies a chunk into the next
+// free slot and advances `head`, the receiver copies it out and advances `tail`, so the
+// two copies of a large message overlap. From CC_SHM_CMA_THRESHOLD on, the sender posts
+// only its buffer's address and the receiver reads it straight from the sender's memory
+// with process_vm_readv (one copy), when the connection-time probe showed the kernel
+// allows it. The Unix socket the pair met on stays open: its hang-up is how a dead peer
+// is noticed.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "core/socket.h"
+#include "transport/shm/doorbell.h"
+#include "transport/transport.h"
+
+namespace cc::transport::shm {
+
+struct SlotHeader;
+
+struct RingGeometry {
+  uint32_t slots = 8;
+  uint64_t slotBytes = 128 * 1024;
+  size_t ringBytes() const;
+  size_t pairBytes() const { return 2 * ringBytes(); }
+};
+
+// The shared memory of one pair, mapped.
+class PairMemory {
+ public:
+  static Result<PairMemory> create(const RingGeometry& geometry);
+  static Result<PairMemory> attach(FileDescriptor fd, const RingGeometry& geometry);
+  PairMemory(PairMemory&& other) noexcept;
+  PairMemory& operator=(PairMemory&&) = delete;
+  ~PairMemory();
+  PairMemory(const PairMemory&) = delete;
+
+  std::byte* base() const { return base_; }
+  int fd() const { return fd_.get(); }
+
+ private:
+  PairMemory() = default;
+  FileDescriptor fd_;
+  std::byte* base_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+struct ShmChannelParts {
+  int peer = -1;
+  pid_t peerPid = 0;
+  bool isConnector = false;  // the connector sends on ring 0, the acceptor on ring 1
+  RingGeometry geometry;
+  PairMemory* memory = nullptr;  // moved into the channel
+  Doorbell* peerDoorbell = nullptr;  // moved into the channel
+  FileDescriptor control;  // the Unix socket to the peer
+  bool peerReadsFromMe = false;  // I may send large messages by address (CMA)
+  size_t cmaThreshold = 0;
+};
+
+class ShmChannel final : public Channel {
+ public:
+  explicit ShmChannel(ShmChannelParts parts);
+  ~ShmChannel() override;
+
+  const char* kind() const override { return "shm"; }
+  Result<Progress> progressSend(Transfer& transfer) override;
+  Result<Progress> progressRecv(Transfer& transfer) override;
+  Status checkPeer() override;
+
+ private:
+  Result<Progress> receiveByAddress(Transfer& transfer, const SlotHeader& slot, uint32_t tail);
+
+  PairMemory memory_;
+  Doorbell peerDoorbell_;
+  FileDescriptor control_;
+  pid_t peerPid_;
+  RingGeometry geometry_;
+  std::byte* sendRing_;
+  std::byte* recvRing_;
+  bool peerReadsFromMe_;
+  size_t cmaThreshold_;
+  uint32_t sendHead_ = 0;  // our copy of the send ring's head (only we write it)
+  uint32_t recvTail_ = 0;  // our copy of the receive ring's tail
+  uint32_t awaitedTail_ = 0;  // a send by address is done when the peer's tail reaches this
+};
+
+// Whether this process can read `address` in process `pid` with process_vm_readv and
+// finds `expected` there (the connection-time probe).
+bool probeCrossMemoryAttach(pid_t pid, uint64_t address, uint64_t expected);
+
+}  // namespace cc::transport::shm

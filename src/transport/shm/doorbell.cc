@@ -1,0 +1,75 @@
+#include "transport/shm/doorbell.h"
+
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <ctime>
+
+namespace cc::transport::shm {
+namespace {
+constexpr size_t kPageBytes = 4096;
+
+long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
+  // Shared (not FUTEX_PRIVATE) because the word lives in memory mapped by several processes.
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
+}
+}  // namespace
+
+void ring(DoorbellWord& bell) {
+  bell.sequence.fetch_add(1, std::memory_order_seq_cst);
+  if (bell.sleepers.load(std::memory_order_seq_cst) != 0) futex(&bell.sequence, FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+void sleepOn(DoorbellWord& bell, uint32_t observed, int64_t timeoutMicros) {
+  timespec timeout{static_cast<time_t>(timeoutMicros / 1000000), static_cast<long>((timeoutMicros % 1000000) * 1000)};
+  bell.sleepers.fetch_add(1, std::memory_order_seq_cst);
+  // Returns at once if the sequence moved since `observed` was read: no lost wake-up.
+  futex(&bell.sequence, FUTEX_WAIT, observed, &timeout);
+  bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+Result<Doorbell> Doorbell::create() {
+  FileDescriptor fd(memfd_create("cc-doorbell", MFD_CLOEXEC));
+  if (!fd.valid()) return systemError("memfd_create(doorbell)", errno);
+  if (ftruncate(fd.get(), kPageBytes) != 0) return systemError("ftruncate(doorbell)", errno);
+  return attach(std::move(fd));
+}
+
+Result<Doorbell> Doorbell::attach(FileDescriptor fd) {
+  struct stat info {};
+  if (fstat(fd.get(), &info) != 0) return systemError("fstat(doorbell)", errno);
+  if (static_cast<size_t>(info.st_size) < kPageBytes) return remoteError("doorbell memory is too small");
+  void* address = mmap(nullptr, kPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (address == MAP_FAILED) return systemError("mmap(doorbell)", errno);
+  Doorbell bell;
+  bell.fd_ = std::move(fd);
+  // Not constructed: the memory starts zeroed (ftruncate), which is the initial state, and a
+  // second process attaching must not reset what the first wrote.
+  bell.word_ = static_cast<DoorbellWord*>(address);
+  return bell;
+}
+
+Doorbell::Doorbell(Doorbell&& other) noexcept : fd_(std::move(other.fd_)), word_(other.word_) {
+  other.word_ = nullptr;
+}
+
+Doorbell& Doorbell::operator=(Doorbell&& other) noexcept {
+  if (this != &other) {
+    if (word_ != nullptr) munmap(word_, kPageBytes);
+    fd_ = std::move(other.fd_);
+    word_ = other.word_;
+    other.word_ = nullptr;
+  }
+  return *this;
+}
+
+Doorbell::~Doorbell() {
+  if (word_ != nullptr) munmap(word_, kPageBytes);
+}
+
+}  // namespace cc::transport::shm

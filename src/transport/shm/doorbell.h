@@ -1,0 +1,45 @@
+// A doorbell: one word in shared memory that peers bump when they have done something
+// this rank may be waiting for (published data, freed a slot). A rank that ran out of
+// spinning sleeps on it with a futex, so eight ranks on two cores do not starve each
+// other, and a peer only pays for the wake-up syscall when someone is asleep.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "core/socket.h"
+#include "core/status.h"
+
+namespace cc::transport::shm {
+
+struct alignas(64) DoorbellWord {
+  std::atomic<uint32_t> sequence{0};
+  alignas(64) std::atomic<uint32_t> sleepers{0};
+};
+
+// Rings a peer's (or one's own) doorbell.
+void ring(DoorbellWord& bell);
+// Sleeps while `bell.sequence == observed`, at most `timeoutMicros`.
+void sleepOn(DoorbellWord& bell, uint32_t observed, int64_t timeoutMicros);
+
+// One page of shared memory holding a DoorbellWord, created from a memfd.
+class Doorbell {
+ public:
+  static Result<Doorbell> create();
+  static Result<Doorbell> attach(FileDescriptor fd);
+  Doorbell(Doorbell&& other) noexcept;
+  Doorbell& operator=(Doorbell&& other) noexcept;
+  ~Doorbell();
+  Doorbell(const Doorbell&) = delete;
+  Doorbell& operator=(const Doorbell&) = delete;
+
+  DoorbellWord& word() { return *word_; }
+  int fd() const { return fd_.get(); }
+
+ private:
+  Doorbell() = default;
+  FileDescriptor fd_;
+  DoorbellWord* word_ = nullptr;
+};
+
+}  // namespace cc::transport::shm

@@ -1,0 +1,47 @@
+// The transport interface: a connected, ordered, point-to-point channel to one peer.
+// Algorithms and the communicator see only this; shm and tcp (and later ucx, cuda)
+// implement it.
+//
+// A channel carries one send and one receive at a time (the communicator queues the
+// rest). Progress calls never block: they move what they can and say how far they got,
+// so one thread can drive many channels at once (a ring exchange in a group).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace cc::transport {
+
+// One message in flight on a channel.
+struct Transfer {
+  std::byte* data = nullptr;  // source of a send (never written) or destination of a receive
+  size_t bytes = 0;
+  size_t progressed = 0;  // payload bytes moved so far
+  bool started = false;   // the transport has begun this message
+};
+
+enum class Progress { kIdle, kMoved, kDone };
+
+class Channel {
+ public:
+  explicit Channel(int peer) : peer_(peer) {}
+  virtual ~Channel() = default;
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  virtual const char* kind() const = 0;
+  int peer() const { return peer_; }
+
+  virtual Result<Progress> progressSend(Transfer& transfer) = 0;
+  virtual Result<Progress> progressRecv(Transfer& transfer) = 0;
+
+  // ccRemoteError when the peer is known to be gone (cheap; called while waiting).
+  virtual Status checkPeer() = 0;
+
+ private:
+  int peer_;
+};
+
+}  // namespace cc::transport
