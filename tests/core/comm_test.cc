@@ -1,0 +1,216 @@
+// Communicators: barrier at every size, split, ranks as threads (ccCommInitAll), the
+// torchrun-style launcher environment, and the trace file.
+#include <cc/cc.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/multi_rank.h"
+
+namespace cc::testing {
+namespace {
+
+TEST(Communicator, BarrierAndQueriesAtEverySizeUpToEight) {
+  for (int nranks = 1; nranks <= 8; ++nranks) {
+    runRanks(nranks, [](RankContext& context) {
+      ccComm_t comm = context.initComm();
+      ASSERT_NE(comm, nullptr);
+      int count = 0;
+      int rank = -1;
+      CC_ASSERT_OK(ccCommCount(comm, &count));
+      CC_ASSERT_OK(ccCommUserRank(comm, &rank));
+      EXPECT_EQ(count, context.nranks);
+      EXPECT_EQ(rank, context.rank);
+      for (int i = 0; i < 20; ++i) CC_ASSERT_OK(ccBarrier(comm, nullptr));
+      CC_ASSERT_OK(ccCommDestroy(comm));
+    });
+  }
+}
+
+// The barrier really waits: no rank leaves before the last one arrives.
+TEST(Communicator, BarrierWaitsForTheLastRank) {
+  runRanks(4, [](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    ASSERT_NE(comm, nullptr);
+    CC_ASSERT_OK(ccBarrier(comm, nullptr));
+    auto start = std::chrono::steady_clock::now();
+    if (context.rank == 3) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    CC_ASSERT_OK(ccBarrier(comm, nullptr));
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_GE(waited, 0.29) << "rank " << context.rank << " left the barrier early";
+    CC_ASSERT_OK(ccCommDestroy(comm));
+  });
+}
+
+TEST(Communicator, SplitByColorOrdersByKey) {
+  runRanks(6, [](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    ASSERT_NE(comm, nullptr);
+    int color = context.rank % 2;
+    int key = -context.rank;  // reverses the order within each color
+    ccComm_t child = nullptr;
+    CC_ASSERT_OK(ccCommSplit(comm, color, key, &child));
+    ASSERT_NE(child, nullptr);
+    int count = 0;
+    int rank = -1;
+    CC_ASSERT_OK(ccCommCount(child, &count));
+    CC_ASSERT_OK(ccCommUserRank(child, &rank));
+    EXPECT_EQ(count, 3);
+    EXPECT_EQ(rank, 2 - context.rank / 2);
+    // The child works: ring exchange of parent ranks.
+    int right = (rank + 1) % count;
+    int left = (rank + count - 1) % count;
+    int mine = context.rank;
+    int got = -1;
+    CC_ASSERT_OK(ccGroupStart());
+    CC_ASSERT_OK(ccSend(&mine, 1, ccInt32, right, child, nullptr));
+    CC_ASSERT_OK(ccRecv(&got, 1, ccInt32, left, child, nullptr));
+    CC_ASSERT_OK(ccGroupEnd());
+    // Left neighbour in the child (keys reversed) is the parent rank two above, cyclically.
+    int expectedParentOfLeft = color + 2 * ((context.rank / 2 + 1) % 3);
+    EXPECT_EQ(got, expectedParentOfLeft);
+    ccComm_t none = reinterpret_cast<ccComm_t>(0x1);
+    CC_ASSERT_OK(ccCommSplit(comm, context.rank == 0 ? 0 : CC_SPLIT_NOCOLOR, 0, &none));
+    if (context.rank == 0) {
+      ASSERT_NE(none, nullptr);
+      CC_ASSERT_OK(ccCommDestroy(none));
+    } else {
+      EXPECT_EQ(none, nullptr);
+    }
+    CC_ASSERT_OK(ccCommDestroy(child));
+    CC_ASSERT_OK(ccCommDestroy(comm));
+  });
+}
+
+TEST(Communicator, InitAllMakesRanksAsThreads) {
+  const int n = 4;
+  ccComm_t comms[n] = {};
+  ASSERT_EQ(ccCommInitAll(comms, n, nullptr), ccSuccess) << ccGetLastError(nullptr);
+  std::vector<int> received(n, -1);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < n; ++rank) {
+    threads.emplace_back([&, rank] {
+      int mine = 100 + rank;
+      EXPECT_EQ(ccGroupStart(), ccSuccess);
+      EXPECT_EQ(ccSend(&mine, 1, ccInt32, (rank + 1) % n, comms[rank], nullptr), ccSuccess);
+      EXPECT_EQ(ccRecv(&received[static_cast<size_t>(rank)], 1, ccInt32, (rank + n - 1) % n, comms[rank], nullptr), ccSuccess);
+      EXPECT_EQ(ccGroupEnd(), ccSuccess) << ccGetLastError(comms[rank]);
+      EXPECT_EQ(ccBarrier(comms[rank], nullptr), ccSuccess);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int rank = 0; rank < n; ++rank) {
+    EXPECT_EQ(received[static_cast<size_t>(rank)], 100 + (rank + n - 1) % n);
+    EXPECT_EQ(ccCommDestroy(comms[rank]), ccSuccess);
+  }
+}
+
+// One thread drives every rank's communicator in one group, as NCCL users do with
+// ncclCommInitAll.
+TEST(Communicator, OneThreadDrivesAllRanksInOneGroup) {
+  const int n = 3;
+  ccComm_t comms[n] = {};
+  ASSERT_EQ(ccCommInitAll(comms, n, nullptr), ccSuccess) << ccGetLastError(nullptr);
+  std::vector<int> in(n, -1);
+  std::vector<int> out = {7, 8, 9};
+  ASSERT_EQ(ccGroupStart(), ccSuccess);
+  for (int rank = 0; rank < n; ++rank) {
+    ASSERT_EQ(ccSend(&out[static_cast<size_t>(rank)], 1, ccInt32, (rank + 1) % n, comms[rank], nullptr), ccSuccess);
+    ASSERT_EQ(ccRecv(&in[static_cast<size_t>(rank)], 1, ccInt32, (rank + n - 1) % n, comms[rank], nullptr), ccSuccess);
+  }
+  ASSERT_EQ(ccGroupEnd(), ccSuccess) << ccGetLastError(nullptr);
+  for (int rank = 0; rank < n; ++rank) {
+    EXPECT_EQ(in[static_cast<size_t>(rank)], out[static_cast<size_t>((rank + n - 1) % n)]);
+    EXPECT_EQ(ccCommDestroy(comms[rank]), ccSuccess);
+  }
+}
+
+int freePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+TEST(Launcher, TorchrunStyleEnvironment) {
+  int port = freePort();
+  runRanks(3, [port](RankContext& context) {
+    setenv("RANK", std::to_string(context.rank).c_str(), 1);
+    setenv("WORLD_SIZE", "3", 1);
+    setenv("LOCAL_RANK", std::to_string(context.rank).c_str(), 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    setenv("CC_BOOTSTRAP_SECRET", "test-secret", 1);
+    unsetenv("PMIX_RANK");
+    unsetenv("PMI_FD");
+    ccComm_t comm = nullptr;
+    CC_ASSERT_OK(ccCommInitFromEnv(&comm));
+    int rank = -1;
+    int count = 0;
+    CC_ASSERT_OK(ccCommUserRank(comm, &rank));
+    CC_ASSERT_OK(ccCommCount(comm, &count));
+    EXPECT_EQ(rank, context.rank);
+    EXPECT_EQ(count, 3);
+    CC_ASSERT_OK(ccBarrier(comm, nullptr));
+    CC_ASSERT_OK(ccCommDestroy(comm));
+  });
+}
+
+TEST(Launcher, NoLauncherMeansOneRank) {
+  runRanks(1, [](RankContext&) {
+    for (const char* name : {"PMIX_RANK", "PMI_FD", "RANK", "WORLD_SIZE", "SLURM_PROCID", "OMPI_COMM_WORLD_SIZE"}) {
+      unsetenv(name);
+    }
+    ccComm_t comm = nullptr;
+    CC_ASSERT_OK(ccCommInitFromEnv(&comm));
+    int count = 0;
+    CC_ASSERT_OK(ccCommCount(comm, &count));
+    EXPECT_EQ(count, 1);
+    CC_ASSERT_OK(ccCommDestroy(comm));
+  });
+}
+
+TEST(Trace, WritesAChromeTraceFilePerRank) {
+  std::string prefix = ::testing::TempDir() + "cc-trace-" + std::to_string(getpid());
+  MultiRankOptions options;
+  options.env["CC_TRACE"] = prefix;
+  runRanks(2, [](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    ASSERT_NE(comm, nullptr);
+    int value = context.rank;
+    if (context.rank == 0) {
+      CC_ASSERT_OK(ccSend(&value, 1, ccInt32, 1, comm, nullptr));
+    } else {
+      CC_ASSERT_OK(ccRecv(&value, 1, ccInt32, 0, comm, nullptr));
+    }
+    CC_ASSERT_OK(ccCommDestroy(comm));
+  }, options);
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream file(prefix + ".rank" + std::to_string(rank) + ".json");
+    ASSERT_TRUE(file.good()) << "no trace for rank " << rank;
+    std::stringstream text;
+    text << file.rdbuf();
+    std::string json = text.str();
+    EXPECT_EQ(json.rfind("{\"traceEvents\":[", 0), 0u);
+    EXPECT_NE(json.find(rank == 0 ? "\"name\":\"send\"" : "\"name\":\"recv\""), std::string::npos) << json;
+    EXPECT_NE(json.find("\"bytes\":4"), std::string::npos) << json;
+    std::remove((prefix + ".rank" + std::to_string(rank) + ".json").c_str());
+  }
+}
+
+}  // namespace
+}  // namespace cc::testing

@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+# Placeholder replaced below.
+exit 77
