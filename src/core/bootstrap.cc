@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -63,11 +62,11 @@ struct Registration {
 struct RootState {
   wire::Secret secret{};
   std::mutex mutex;
-  std::condition_variable changed;
   int nranks = 0;  // from the first registration
   std::vector<std::optional<Registration>> ranks;
   int registered = 0;
   bool finished = false;
+  FileDescriptor wake{eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};  // a registration arrived
 };
 
 void handleConnection(std::shared_ptr<RootState> state, FileDescriptor fd, std::string from) {
@@ -106,7 +105,9 @@ void handleConnection(std::shared_ptr<RootState> state, FileDescriptor fd, std::
   }
   state->ranks[static_cast<size_t>(rank)] = Registration{std::move(fd), std::move(message).value()};
   ++state->registered;
-  state->changed.notify_all();
+  uint64_t one = 1;
+  ssize_t ignored = ::write(state->wake.get(), &one, sizeof(one));
+  (void)ignored;
 }
 
 void runRoot(std::shared_ptr<RootState> state, FileDescriptor listener, int64_t timeoutMs) {
@@ -117,9 +118,14 @@ void runRoot(std::shared_ptr<RootState> state, FileDescriptor listener, int64_t 
       if (state->nranks > 0 && state->registered == state->nranks) break;
     }
     if (deadline.expired()) break;
-    pollfd entry{listener.get(), POLLIN, 0};
-    int rc = ::poll(&entry, 1, std::min(deadline.remainingMs(), 50));
-    if (rc <= 0) continue;
+    pollfd entries[2] = {{listener.get(), POLLIN, 0}, {state->wake.get(), POLLIN, 0}};
+    int rc = ::poll(entries, 2, std::min(deadline.remainingMs(), 1000));
+    if (rc <= 0 || (entries[0].revents & POLLIN) == 0) {
+      uint64_t drained = 0;
+      ssize_t ignored = ::read(state->wake.get(), &drained, sizeof(drained));
+      (void)ignored;
+      continue;
+    }
     sockaddr_storage peer{};
     socklen_t length = sizeof(peer);
     int fd = ::accept4(listener.get(), reinterpret_cast<sockaddr*>(&peer), &length, SOCK_CLOEXEC);

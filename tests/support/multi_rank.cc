@@ -21,6 +21,13 @@ ccComm_t RankContext::initComm() const {
 
 namespace {
 
+// In-process tests (ccCommInitAll, one-rank communicators) stay on loopback too, unless
+// the person running them chose an interface.
+const bool kLoopbackByDefault = [] {
+  setenv("CC_SOCKET_IFNAME", "lo", 0);
+  return true;
+}();
+
 void writeAll(int fd, const void* data, size_t size) {
   const char* bytes = static_cast<const char*>(data);
   while (size > 0) {

@@ -24,7 +24,9 @@ struct RankContext {
 
 struct MultiRankOptions {
   int timeoutSeconds = 120;
-  std::map<std::string, std::string> env;  // set in every rank before the body runs
+  // Set in every rank before the body runs. Sockets stay on loopback unless a test says
+  // otherwise: tests must not send to the machine's other addresses.
+  std::map<std::string, std::string> env = {{"CC_SOCKET_IFNAME", "lo"}};
   std::set<int> expectKilled;               // ranks that end by SIGKILL on purpose
 };
 
