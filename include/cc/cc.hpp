@@ -1,0 +1,151 @@
+// A thin C++ layer over cc.h: owning handles (Comm, Stream), a group guard, datatypes
+// deduced from element types, and errors as exceptions (cc::Error) on the caller's side
+// of the C API. Header-only; link with cc::cc.
+//
+//   cc::Comm comm = cc::Comm::fromEnvironment();
+//   std::vector<float> data(1024);
+//   { cc::Group group; comm.send(std::span(data), right); comm.recv(std::span(data2), left); }
+#pragma once
+
+#include <cc/cc.h>
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace cc {
+
+class Error : public std::runtime_error {
+ public:
+  Error(ccResult_t code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  ccResult_t code() const { return code_; }
+
+ private:
+  ccResult_t code_;
+};
+
+inline void check(ccResult_t result, ccComm_t comm = nullptr) {
+  if (result != ccSuccess) {
+    throw Error(result, std::string(ccGetErrorString(result)) + ": " + ccGetLastError(comm));
+  }
+}
+
+template <typename T>
+constexpr ccDataType_t dataTypeOf() {
+  if constexpr (std::is_same_v<T, int8_t> || std::is_same_v<T, char>) return ccInt8;
+  else if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, std::byte>) return ccUint8;
+  else if constexpr (std::is_same_v<T, int32_t>) return ccInt32;
+  else if constexpr (std::is_same_v<T, uint32_t>) return ccUint32;
+  else if constexpr (std::is_same_v<T, int64_t>) return ccInt64;
+  else if constexpr (std::is_same_v<T, uint64_t>) return ccUint64;
+  else if constexpr (std::is_same_v<T, float>) return ccFloat32;
+  else if constexpr (std::is_same_v<T, double>) return ccFloat64;
+  else static_assert(sizeof(T) == 0, "no ccDataType_t for this element type; pass the type explicitly");
+}
+
+class Stream {
+ public:
+  Stream() { check(ccStreamCreate(&stream_)); }
+  ~Stream() {
+    if (stream_ != nullptr) ccStreamDestroy(stream_);
+  }
+  Stream(Stream&& other) noexcept : stream_(std::exchange(other.stream_, nullptr)) {}
+  Stream& operator=(Stream&& other) noexcept {
+    std::swap(stream_, other.stream_);
+    return *this;
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  void synchronize() { check(ccStreamSynchronize(stream_)); }
+  bool done() {
+    ccResult_t result = ccStreamQuery(stream_);
+    if (result == ccInProgress) return false;
+    check(result);
+    return true;
+  }
+  ccStream_t get() const { return stream_; }
+
+ private:
+  ccStream_t stream_ = nullptr;
+};
+
+class Comm {
+ public:
+  static Comm fromEnvironment() {
+    ccComm_t comm = nullptr;
+    check(ccCommInitFromEnv(&comm));
+    return Comm(comm);
+  }
+  static Comm initRank(int nranks, const ccUniqueId& id, int rank) {
+    ccComm_t comm = nullptr;
+    check(ccCommInitRank(&comm, nranks, id, rank));
+    return Comm(comm);
+  }
+  explicit Comm(ccComm_t comm) : comm_(comm) {}
+  ~Comm() {
+    if (comm_ != nullptr) ccCommDestroy(comm_);
+  }
+  Comm(Comm&& other) noexcept : comm_(std::exchange(other.comm_, nullptr)) {}
+  Comm& operator=(Comm&& other) noexcept {
+    std::swap(comm_, other.comm_);
+    return *this;
+  }
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  int rank() const {
+    int rank = -1;
+    check(ccCommUserRank(comm_, &rank), comm_);
+    return rank;
+  }
+  int size() const {
+    int count = 0;
+    check(ccCommCount(comm_, &count), comm_);
+    return count;
+  }
+  Comm split(int color, int key) const {
+    ccComm_t child = nullptr;
+    check(ccCommSplit(comm_, color, key, &child), comm_);
+    return Comm(child);
+  }
+  template <typename T>
+  void send(std::span<const T> data, int peer, const Stream* stream = nullptr) {
+    check(ccSend(data.data(), data.size(), dataTypeOf<T>(), peer, comm_, stream ? stream->get() : nullptr), comm_);
+  }
+  template <typename T>
+  void send(std::span<T> data, int peer, const Stream* stream = nullptr) {
+    send(std::span<const T>(data), peer, stream);
+  }
+  template <typename T>
+  void recv(std::span<T> data, int peer, const Stream* stream = nullptr) {
+    check(ccRecv(data.data(), data.size(), dataTypeOf<T>(), peer, comm_, stream ? stream->get() : nullptr), comm_);
+  }
+  void barrier(const Stream* stream = nullptr) { check(ccBarrier(comm_, stream ? stream->get() : nullptr), comm_); }
+  // Stops everything in flight and frees the communicator.
+  void abort() {
+    if (comm_ != nullptr) ccCommAbort(std::exchange(comm_, nullptr));
+  }
+  ccComm_t get() const { return comm_; }
+  explicit operator bool() const { return comm_ != nullptr; }
+
+ private:
+  ccComm_t comm_ = nullptr;
+};
+
+// Operations issued while a Group is alive progress together when it ends.
+class Group {
+ public:
+  Group() { check(ccGroupStart()); }
+  ~Group() noexcept(false) {
+    ccResult_t result = ccGroupEnd();
+    if (result != ccSuccess && std::uncaught_exceptions() == 0) check(result);
+  }
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+};
+
+}  // namespace cc

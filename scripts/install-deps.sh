@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages cc needs to build, test and benchmark. Safe to re-run:
+# apt-get skips what is already installed. Needs root (or sudo).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libfmt-dev libssl-dev libpmix-dev          # formatting, HMAC for the bootstrap, PMIx for mpirun
+  libgtest-dev libgmock-dev libbenchmark-dev # tests and micro-benchmarks
+  libopenmpi-dev openmpi-bin                 # mpirun, and Open MPI as the peer in cc-bench
+  iproute2                                   # network namespaces for the two-host tests
+  clang libclang-rt-14-dev                   # libFuzzer
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

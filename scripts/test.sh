@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs what is needed, builds, and runs the whole test suite: the release build, then
+# the multi-rank tests again under ASan+UBSan and under TSan, then a short fuzzing run of
+# every bootstrap parser. Exits non-zero on the first failure.
+#
+#   ./scripts/test.sh            everything (about 15 minutes on 2 cores)
+#   ./scripts/test.sh --quick    release build and tests only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+
+./scripts/install-deps.sh
+
+# Tests use loopback only; mpirun may run as root here (CI does).
+export CC_SOCKET_IFNAME=lo
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+jobs=$(nproc)
+
+run_preset() {
+  local preset=$1
+  shift
+  echo "=== $preset: configure and build"
+  cmake --preset "$preset" >/dev/null
+  cmake --build --preset "$preset" -j "$jobs"
+  echo "=== $preset: test"
+  ctest --preset "$preset" --timeout 600 "$@"
+}
+
+run_preset release
+if [ "$quick" -eq 0 ]; then
+  run_preset asan -L multirank
+  run_preset tsan -L multirank
+  echo "=== fuzz: every bootstrap parser for 30 s"
+  cmake --preset fuzz >/dev/null
+  cmake --build --preset fuzz -j "$jobs" --target wire_fuzz
+  corpus=$(mktemp -d)
+  cp fuzz/corpus/wire/* "$corpus"/
+  ./build-fuzz/bin/wire_fuzz -max_total_time=30 -print_final_stats=1 "$corpus" 2>&1 | tail -n 12
+  rm -rf "$corpus"
+fi
+echo "=== all tests passed"
