@@ -4,6 +4,7 @@
 #include <cc/cc.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -66,6 +67,22 @@ Result<std::shared_ptr<Communicator>> lookup(ccComm_t handle, const char* name =
   return handle->impl;
 }
 
+// The communicator behind a handle, or null: for attaching an error message.
+std::shared_ptr<Communicator> tryLookup(ccComm_t handle) {
+  std::lock_guard lock(gHandlesMutex);
+  if (handle == nullptr || gComms.count(handle) == 0) return nullptr;
+  return handle->impl;
+}
+
+// A C caller may pass any int as an enum; reading an out-of-range value through the enum
+// type is undefined in C++, so take its bits as an int.
+int rawDataType(const ccDataType_t* type) {
+  int raw = 0;
+  static_assert(sizeof(*type) == sizeof(raw));
+  std::memcpy(&raw, type, sizeof(raw));
+  return raw;
+}
+
 Result<comm::Stream*> lookupStream(ccStream_t handle) {
   if (handle == nullptr) return static_cast<comm::Stream*>(nullptr);
   std::lock_guard lock(gHandlesMutex);
@@ -88,7 +105,7 @@ std::shared_ptr<Communicator> unpublish(ccComm_t handle) {
   return impl;
 }
 
-size_t typeSize(ccDataType_t type) {
+size_t typeSize(int type) {
   switch (type) {
     case ccInt8: case ccUint8: return 1;
     case ccFloat16: case ccBfloat16: return 2;
@@ -98,9 +115,9 @@ size_t typeSize(ccDataType_t type) {
   }
 }
 
-Result<size_t> byteCount(size_t count, ccDataType_t type) {
+Result<size_t> byteCount(size_t count, int type) {
   size_t size = typeSize(type);
-  if (size == 0) return invalidArgument("datatype " + std::to_string(static_cast<int>(type)) + " is not a ccDataType_t");
+  if (size == 0) return invalidArgument("datatype " + std::to_string(type) + " is not a ccDataType_t");
   if (count > SIZE_MAX / size) {
     return invalidArgument("count " + std::to_string(count) + " of " + std::to_string(size) +
                            "-byte elements overflows size_t");
@@ -149,7 +166,7 @@ Status launch(std::vector<GroupedOp> ops) {
   return inlineStatus;
 }
 
-Status pointToPoint(bool isSend, const void* buffer, size_t count, ccDataType_t type, int peer, ccComm_t handle,
+Status pointToPoint(bool isSend, const void* buffer, size_t count, int type, int peer, ccComm_t handle,
                     ccStream_t streamHandle) {
   const char* call = isSend ? "ccSend" : "ccRecv";
   CC_ASSIGN_OR_RETURN(auto comm, lookup(handle));
@@ -404,12 +421,11 @@ ccResult_t ccCommUserRank(const ccComm_t handle, int* rank) {
 
 ccResult_t ccSend(const void* sendbuff, size_t count, ccDataType_t datatype, int peer, ccComm_t comm,
                   ccStream_t stream) {
-  Communicator* raw = nullptr;
-  {
-    std::lock_guard lock(gHandlesMutex);
-    if (comm != nullptr && gComms.count(comm) != 0) raw = comm->impl.get();
-  }
-  ccResult_t result = guarded(raw, [&] { return pointToPoint(true, sendbuff, count, datatype, peer, comm, stream); });
+  // Held for the whole call: another thread may abort the communicator meanwhile.
+  std::shared_ptr<Communicator> keep = tryLookup(comm);
+  ccResult_t result = guarded(keep.get(), [&] {
+    return pointToPoint(true, sendbuff, count, rawDataType(&datatype), peer, comm, stream);
+  });
   // A bad operation inside a group drops the whole group at ccGroupEnd, so that no
   // rank runs half of what it meant to.
   if (result != ccSuccess && gGroup.depth > 0 && gGroup.error.isOk()) gGroup.error = Status(result, gThreadLastError);
@@ -417,12 +433,10 @@ ccResult_t ccSend(const void* sendbuff, size_t count, ccDataType_t datatype, int
 }
 
 ccResult_t ccRecv(void* recvbuff, size_t count, ccDataType_t datatype, int peer, ccComm_t comm, ccStream_t stream) {
-  Communicator* raw = nullptr;
-  {
-    std::lock_guard lock(gHandlesMutex);
-    if (comm != nullptr && gComms.count(comm) != 0) raw = comm->impl.get();
-  }
-  ccResult_t result = guarded(raw, [&] { return pointToPoint(false, recvbuff, count, datatype, peer, comm, stream); });
+  std::shared_ptr<Communicator> keep = tryLookup(comm);
+  ccResult_t result = guarded(keep.get(), [&] {
+    return pointToPoint(false, recvbuff, count, rawDataType(&datatype), peer, comm, stream);
+  });
   // A bad operation inside a group drops the whole group at ccGroupEnd, so that no
   // rank runs half of what it meant to.
   if (result != ccSuccess && gGroup.depth > 0 && gGroup.error.isOk()) gGroup.error = Status(result, gThreadLastError);

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The main job on this machine: installs what is needed, builds, then
+#   1. a 4-rank ring exchange under mpirun (every element checked), and
+#   2. cc-bench p2p: one-way latency and streaming bandwidth over shm and tcp, beside this
+#      machine's single-thread memcpy and Open MPI's ping-pong, in the same run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/install-deps.sh
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$(nproc)"
+
+# Single host: sockets on loopback. mpirun may run as root here.
+export CC_SOCKET_IFNAME=${CC_SOCKET_IFNAME:-lo}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+mkdir -p out
+
+echo
+echo "=== 1. mpirun -np 4 build/bin/cc-ring-exchange (ccCommInitFromEnv, shm between the ranks)"
+CC_DEBUG=INFO mpirun --oversubscribe -np 4 build/bin/cc-ring-exchange 2>&1 | grep -E "^rank|transport to" | sort
+
+echo
+echo "=== 2. cc-bench p2p -np 2 --peer mpi (cc over shm and tcp, memcpy, Open MPI; rows in out/p2p.json)"
+build/bin/cc-bench p2p -np 2 -b 8 -e 256M -f 4 --peer mpi --json out/p2p.json
