@@ -18,6 +18,9 @@ export CC_SOCKET_IFNAME=lo
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 jobs=$(nproc)
+# Sanitizer reports stop the rank at once, so a report inside a forked rank fails the test.
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1"
 
 run_preset() {
   local preset=$1

@@ -166,10 +166,10 @@ Status launch(std::vector<GroupedOp> ops) {
   return inlineStatus;
 }
 
-Status pointToPoint(bool isSend, const void* buffer, size_t count, int type, int peer, ccComm_t handle,
-                    ccStream_t streamHandle) {
+Status pointToPoint(bool isSend, const void* buffer, size_t count, int type, int peer,
+                    const std::shared_ptr<Communicator>& comm, ccComm_t handle, ccStream_t streamHandle) {
   const char* call = isSend ? "ccSend" : "ccRecv";
-  CC_ASSIGN_OR_RETURN(auto comm, lookup(handle));
+  if (!comm) CC_TRY(lookup(handle).status());
   CC_ASSIGN_OR_RETURN(size_t bytes, byteCount(count, type));
   if (buffer == nullptr && bytes > 0) {
     return invalidArgument(std::string(call) + ": " + (isSend ? "sendbuff" : "recvbuff") + " is NULL with count " +
@@ -186,8 +186,16 @@ Status pointToPoint(bool isSend, const void* buffer, size_t count, int type, int
     gGroup.ops.push_back(GroupedOp{comm, op, stream});
     return Status::ok();
   }
+  if (stream == nullptr) {
+    // The common blocking call: no queue, no allocation.
+    std::lock_guard lock(comm->operationMutex());
+    log::ScopedRank scopedRank(comm->rank());
+    Status status = comm::execute(std::span(&op, 1));
+    if (status.isOk()) return status;
+    return status.withContext(std::string(call) + " on rank " + std::to_string(comm->rank()));
+  }
   std::vector<GroupedOp> single{GroupedOp{comm, op, stream}};
-  return launch(std::move(single)).withContext(std::string(call) + " on rank " + std::to_string(comm->rank()));
+  return launch(std::move(single));
 }
 
 // Dissemination barrier: ceil(log2 n) rounds of empty messages.
@@ -424,7 +432,7 @@ ccResult_t ccSend(const void* sendbuff, size_t count, ccDataType_t datatype, int
   // Held for the whole call: another thread may abort the communicator meanwhile.
   std::shared_ptr<Communicator> keep = tryLookup(comm);
   ccResult_t result = guarded(keep.get(), [&] {
-    return pointToPoint(true, sendbuff, count, rawDataType(&datatype), peer, comm, stream);
+    return pointToPoint(true, sendbuff, count, rawDataType(&datatype), peer, keep, comm, stream);
   });
   // A bad operation inside a group drops the whole group at ccGroupEnd, so that no
   // rank runs half of what it meant to.
@@ -435,7 +443,7 @@ ccResult_t ccSend(const void* sendbuff, size_t count, ccDataType_t datatype, int
 ccResult_t ccRecv(void* recvbuff, size_t count, ccDataType_t datatype, int peer, ccComm_t comm, ccStream_t stream) {
   std::shared_ptr<Communicator> keep = tryLookup(comm);
   ccResult_t result = guarded(keep.get(), [&] {
-    return pointToPoint(false, recvbuff, count, rawDataType(&datatype), peer, comm, stream);
+    return pointToPoint(false, recvbuff, count, rawDataType(&datatype), peer, keep, comm, stream);
   });
   // A bad operation inside a group drops the whole group at ccGroupEnd, so that no
   // rank runs half of what it meant to.

@@ -86,7 +86,7 @@ Communicator::~Communicator() = default;
 
 void Communicator::abort() {
   aborted_.store(true);
-  transport::shm::ring(doorbell_->word());
+  transport::shm::ringAlways(doorbell_->word());
   uint64_t one = 1;
   ssize_t ignored = ::write(abortEvent_.get(), &one, sizeof(one));
   (void)ignored;
@@ -94,14 +94,14 @@ void Communicator::abort() {
 
 void Communicator::markBroken(const Status& status) {
   std::lock_guard lock(errorMutex_);
-  if (broken_.isOk()) broken_ = status;
+  if (brokenReason_.isOk()) brokenReason_ = status;
+  broken_.store(true, std::memory_order_release);
   if (asyncError_.load() == ccSuccess) asyncError_.store(status.code());
 }
 
-Status Communicator::brokenStatus() const {
+Status Communicator::brokenStatusSlow() const {
   std::lock_guard lock(errorMutex_);
-  if (broken_.isOk()) return broken_;
-  return Status(broken_.code(), "communicator is unusable after an earlier failure: " + broken_.message());
+  return Status(brokenReason_.code(), "communicator is unusable after an earlier failure: " + brokenReason_.message());
 }
 
 void Communicator::setAsyncError(ccResult_t code) {

@@ -46,7 +46,10 @@ class Communicator {
   // After a transport failure the channels are in an unknown state: the communicator
   // refuses further operations with the original error.
   void markBroken(const Status& status);
-  Status brokenStatus() const;
+  Status brokenStatus() const {
+    if (!broken_.load(std::memory_order_acquire)) return Status::ok();
+    return brokenStatusSlow();
+  }
   ccResult_t asyncError() const { return asyncError_.load(); }
   void setAsyncError(ccResult_t code);
 
@@ -62,6 +65,7 @@ class Communicator {
 
  private:
   Communicator() = default;
+  Status brokenStatusSlow() const;
   Status connectPeers(const std::vector<wire::PeerInfo>& peers, const wire::Secret& secret,
                       FileDescriptor tcpListener, FileDescriptor unixListener);
 
@@ -78,7 +82,8 @@ class Communicator {
   std::atomic<bool> aborted_{false};
   std::atomic<ccResult_t> asyncError_{ccSuccess};
   mutable std::mutex errorMutex_;
-  Status broken_;
+  Status brokenReason_;
+  std::atomic<bool> broken_{false};
   std::string lastError_;
   std::unique_ptr<FlightRecorder> recorder_;
   std::shared_ptr<TraceSink> trace_;

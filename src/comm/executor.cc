@@ -1,14 +1,11 @@
 #include "comm/executor.h"
 
 #include <immintrin.h>
-#include <poll.h>
 #include <sched.h>
 #include <sys/epoll.h>
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
-#include <map>
 
 #include "core/log.h"
 
@@ -20,7 +17,13 @@ using transport::Transfer;
 
 // A sleeping waiter wakes at least this often to check abort, deadlines and peers.
 constexpr int64_t kSliceMicros = 10000;
+// With several communicators or transports in one call there is no single thing to
+// sleep on, so the slices are short.
+constexpr int64_t kShortSliceMicros = 500;
 constexpr int64_t kPeerCheckNanos = 5'000'000;
+// Spinning starts with pause instructions; after this long it also yields the CPU at
+// times, so that a peer sharing this core (ranks outnumbering cores) gets to run.
+constexpr int64_t kPureSpinNanos = 2000;
 
 struct Pending {
   PointToPoint* op;
@@ -29,58 +32,82 @@ struct Pending {
   int64_t startNs;
 };
 
-// One ordered queue per (communicator, peer, direction): a channel carries one message
-// per direction at a time.
-struct QueueKey {
-  Communicator* comm;
-  int peer;
+// The messages to one peer in one direction, in order: a channel carries one message
+// per direction at a time. [next, end) indexes the sorted pending list.
+struct Queue {
+  transport::Channel* channel;
   bool isSend;
-  bool operator<(const QueueKey& other) const {
-    return std::tie(comm, peer, isSend) < std::tie(other.comm, other.peer, other.isSend);
-  }
+  size_t next;
+  size_t end;
 };
+
+bool sameQueue(const Pending& a, const Pending& b) {
+  return a.op->comm == b.op->comm && a.op->peer == b.op->peer && a.op->isSend == b.op->isSend;
+}
+bool queueOrder(const Pending& a, const Pending& b) {
+  if (a.op->comm != b.op->comm) return a.op->comm < b.op->comm;
+  if (a.op->peer != b.op->peer) return a.op->peer < b.op->peer;
+  return a.op->isSend < b.op->isSend;
+}
 
 std::string describe(const Pending& pending) {
   const PointToPoint& op = *pending.op;
   transport::Channel* channel = op.comm->channel(op.peer);
-  return fmt::format("{} #{} {} rank {} ({}, {} bytes, {} moved)", op.label, pending.sequence,
-                     op.isSend ? "to" : "from", op.peer, channel ? channel->kind() : "self", op.bytes,
-                     pending.transfer.progressed);
+  return fmt::format("{} #{} ({}) {} rank {} ({}, {} bytes, {} moved)", op.label, pending.sequence,
+                     op.isSend ? "send" : "recv", op.isSend ? "to" : "from", op.peer, channel ? channel->kind() : "self",
+                     op.bytes, pending.transfer.progressed);
 }
 
-Status copyToSelf(std::span<PointToPoint> ops, std::vector<uint64_t>& sequences) {
-  std::map<Communicator*, std::deque<size_t>> sends;
-  std::map<Communicator*, std::deque<size_t>> recvs;
+// Matches the k-th send to self with the k-th receive from self, per communicator.
+Status copyToSelf(std::span<PointToPoint> ops, std::span<const uint64_t> sequences) {
   for (size_t i = 0; i < ops.size(); ++i) {
-    if (ops[i].peer != ops[i].comm->rank()) continue;
-    (ops[i].isSend ? sends : recvs)[ops[i].comm].push_back(i);
-  }
-  for (auto& [comm, sendList] : sends) {
-    auto& recvList = recvs[comm];
-    if (sendList.size() != recvList.size()) {
-      return invalidUsage(fmt::format("rank {} has {} send(s) to itself and {} receive(s) from itself in one group; "
-                                      "each send to self needs a matching receive in the same group",
-                                      comm->rank(), sendList.size(), recvList.size()));
+    PointToPoint& send = ops[i];
+    if (!send.isSend || send.peer != send.comm->rank()) continue;
+    size_t sendIndex = 0;
+    for (size_t j = 0; j < i; ++j) {
+      sendIndex += ops[j].isSend && ops[j].comm == send.comm && ops[j].peer == send.comm->rank();
     }
-    for (size_t k = 0; k < sendList.size(); ++k) {
-      PointToPoint& send = ops[sendList[k]];
-      PointToPoint& recv = ops[recvList[k]];
-      if (send.bytes != recv.bytes) {
-        return invalidUsage(fmt::format("message size mismatch: send #{} to self has {} bytes, receive #{} from self "
-                                        "{} bytes",
-                                        sequences[sendList[k]], send.bytes, sequences[recvList[k]], recv.bytes));
+    size_t seen = 0;
+    PointToPoint* recv = nullptr;
+    uint64_t recvSequence = 0;
+    for (size_t j = 0; j < ops.size() && recv == nullptr; ++j) {
+      if (!ops[j].isSend && ops[j].comm == send.comm && ops[j].peer == send.comm->rank() && seen++ == sendIndex) {
+        recv = &ops[j];
+        recvSequence = sequences[j];
       }
-      if (send.bytes > 0 && send.data != recv.data) std::memmove(recv.data, send.data, send.bytes);
     }
+    if (recv == nullptr) {
+      return invalidUsage(fmt::format("send #{} from rank {} to itself has no matching receive from itself in the "
+                                      "same group; each send to self needs one",
+                                      sequences[i], send.comm->rank()));
+    }
+    if (send.bytes != recv->bytes) {
+      return invalidUsage(fmt::format("message size mismatch: send #{} to self has {} bytes, receive #{} from self {} "
+                                      "bytes",
+                                      sequences[i], send.bytes, recvSequence, recv->bytes));
+    }
+    if (send.bytes > 0 && send.data != recv->data) std::memmove(recv->data, send.data, send.bytes);
   }
-  for (auto& [comm, recvList] : recvs) {
-    if (!recvList.empty() && sends[comm].empty()) {
-      return invalidUsage(fmt::format("rank {} receives from itself without a matching send in the same group",
-                                      comm->rank()));
-    }
+  size_t sends = 0;
+  size_t recvs = 0;
+  for (const PointToPoint& op : ops) {
+    if (op.peer != op.comm->rank()) continue;
+    (op.isSend ? sends : recvs) += 1;
+  }
+  if (recvs > sends) {
+    return invalidUsage("a receive from self has no matching send to self in the same group");
   }
   return Status::ok();
 }
+
+// Scratch space reused by every call on this thread: the hot path allocates nothing.
+struct Scratch {
+  std::vector<Communicator*> comms;
+  std::vector<uint64_t> sequences;
+  std::vector<Pending> pending;
+  std::vector<Queue> queues;
+};
+thread_local Scratch gScratch;
 
 }  // namespace
 
@@ -92,31 +119,36 @@ OperationLocks::OperationLocks(std::vector<Communicator*> comms) {
 
 Status execute(std::span<PointToPoint> ops) {
   if (ops.empty()) return Status::ok();
-  std::vector<Communicator*> comms;
-  for (const PointToPoint& op : ops) comms.push_back(op.comm);
-  std::sort(comms.begin(), comms.end());
-  comms.erase(std::unique(comms.begin(), comms.end()), comms.end());
+  Scratch& scratch = gScratch;
+  auto& comms = scratch.comms;
+  comms.clear();
+  for (const PointToPoint& op : ops) {
+    if (std::find(comms.begin(), comms.end(), op.comm) == comms.end()) comms.push_back(op.comm);
+  }
   for (Communicator* comm : comms) {
     if (comm->aborted()) return invalidUsage("communicator was aborted");
     CC_TRY(comm->brokenStatus());
   }
 
-  std::vector<uint64_t> sequences(ops.size());
+  int64_t startNs = nowNanos();
+  auto& sequences = scratch.sequences;
+  sequences.resize(ops.size());
+  bool anySelf = false;
   for (size_t i = 0; i < ops.size(); ++i) {
     sequences[i] = ops[i].comm->nextSequence();
-    ops[i].comm->recorder().begin(sequences[i], ops[i].label, ops[i].peer, ops[i].bytes);
+    ops[i].comm->recorder().begin(sequences[i], ops[i].label, ops[i].peer, ops[i].bytes, startNs);
+    anySelf = anySelf || ops[i].peer == ops[i].comm->rank();
   }
-  int64_t startNs = nowNanos();
-  auto finishAll = [&](OpState state) {
-    for (size_t i = 0; i < ops.size(); ++i) ops[i].comm->recorder().finish(sequences[i], state);
-  };
-  Status selfStatus = copyToSelf(ops, sequences);
-  if (!selfStatus.isOk()) {
-    finishAll(OpState::kFailed);
-    return selfStatus;
+  if (anySelf) {
+    Status selfStatus = copyToSelf(ops, sequences);
+    if (!selfStatus.isOk()) {
+      for (size_t i = 0; i < ops.size(); ++i) ops[i].comm->recorder().finish(sequences[i], OpState::kFailed, startNs);
+      return selfStatus;
+    }
   }
 
-  std::map<QueueKey, std::deque<Pending>> queues;
+  auto& pending = scratch.pending;
+  pending.clear();
   for (size_t i = 0; i < ops.size(); ++i) {
     PointToPoint& op = ops[i];
     if (op.peer == op.comm->rank()) {
@@ -126,32 +158,45 @@ Status execute(std::span<PointToPoint> ops) {
     Transfer transfer;
     transfer.data = op.data;
     transfer.bytes = op.bytes;
-    queues[{op.comm, op.peer, op.isSend}].push_back(Pending{&op, sequences[i], transfer, startNs});
+    pending.push_back(Pending{&op, sequences[i], transfer, startNs});
   }
-
+  if (pending.size() > 1) std::stable_sort(pending.begin(), pending.end(), queueOrder);
+  auto& queues = scratch.queues;
+  queues.clear();
   bool anyShm = false;
   bool anyTcp = false;
-  for (auto& [key, queue] : queues) {
-    std::string_view kind = key.comm->channel(key.peer)->kind();
-    anyShm = anyShm || kind == "shm";
-    anyTcp = anyTcp || kind == "tcp";
+  for (size_t i = 0; i < pending.size(); ++i) {
+    if (i > 0 && sameQueue(pending[i - 1], pending[i])) {
+      queues.back().end = i + 1;
+      continue;
+    }
+    transport::Channel* channel = pending[i].op->comm->channel(pending[i].op->peer);
+    queues.push_back(Queue{channel, pending[i].op->isSend, i, i + 1});
+    bool isShm = channel->isSharedMemory();
+    anyShm = anyShm || isShm;
+    anyTcp = anyTcp || !isShm;
   }
+
   Communicator* primary = comms.front();
   const Config& config = primary->config();
-  int64_t timeoutNs = config.timeoutMs * 1'000'000;
-  int64_t spinNs = config.spinMicros * 1000;
-  int64_t lastProgressNs = nowNanos();
-  int64_t lastPeerCheckNs = lastProgressNs;
+  const int64_t timeoutNs = config.timeoutMs * 1'000'000;
+  const int64_t spinNs = config.spinMicros * 1000;
+  const bool several = comms.size() > 1 || (anyShm && anyTcp);
+  int64_t lastProgressNs = startNs;
+  int64_t lastPeerCheckNs = startNs;
   int64_t idleSinceNs = -1;
+  size_t remaining = pending.size();
 
   auto fail = [&](Status status, const Pending* culprit) -> Status {
     if (culprit != nullptr) status = status.withContext(describe(*culprit));
-    for (auto& [key, queue] : queues) {
-      for (Pending& pending : queue) pending.op->comm->recorder().finish(pending.sequence, OpState::kFailed);
+    int64_t failedNs = nowNanos();
+    for (const Queue& queue : queues) {
+      for (size_t i = queue.next; i < queue.end; ++i) {
+        pending[i].op->comm->recorder().finish(pending[i].sequence, OpState::kFailed, failedNs);
+      }
     }
-    bool fatal = status.code() != ccInvalidArgument;
     for (Communicator* comm : comms) {
-      if (fatal && !comm->aborted()) comm->markBroken(status);
+      if (!comm->aborted()) comm->markBroken(status);
       if (status.code() == ccTimeout || status.code() == ccRemoteError) {
         log::warn("{}\nflight recorder of this rank (last operations, oldest first):\n{}", status.message(),
                   comm->recorder().dump(32));
@@ -159,19 +204,29 @@ Status execute(std::span<PointToPoint> ops) {
     }
     return status;
   };
+  auto firstPending = [&]() -> const Pending* {
+    for (const Queue& queue : queues) {
+      if (queue.next < queue.end) return &pending[queue.next];
+    }
+    return nullptr;
+  };
 
-  while (!queues.empty()) {
-    // Read the doorbell before looking at the rings: a peer that publishes after this
-    // read also bumps the sequence, so the sleep below returns at once.
-    uint32_t observed = primary->doorbell().sequence.load(std::memory_order_seq_cst);
+  // One pass over the queue heads; returns whether anything moved, or the first error.
+  const Pending* failed = nullptr;
+  Status failure;
+  auto progressAll = [&]() -> bool {
     bool moved = false;
-    for (auto it = queues.begin(); it != queues.end();) {
-      auto& queue = it->second;
-      Pending& head = queue.front();
-      transport::Channel* channel = it->first.comm->channel(it->first.peer);
-      auto result = head.op->isSend ? channel->progressSend(head.transfer) : channel->progressRecv(head.transfer);
-      if (!result.isOk()) return fail(result.status(), &head);
-      if (*result != Progress::kIdle) moved = true;
+    for (Queue& queue : queues) {
+      if (queue.next == queue.end) continue;
+      Pending& head = pending[queue.next];
+      auto result = queue.isSend ? queue.channel->progressSend(head.transfer) : queue.channel->progressRecv(head.transfer);
+      if (!result.isOk()) {
+        failed = &head;
+        failure = result.status();
+        return false;
+      }
+      if (*result == Progress::kIdle) continue;
+      moved = true;
       if (*result == Progress::kDone) {
         Communicator* comm = head.op->comm;
         comm->recorder().finish(head.sequence, OpState::kDone);
@@ -179,66 +234,85 @@ Status execute(std::span<PointToPoint> ops) {
           trace->record(head.op->label, comm->lane(), head.startNs, nowNanos(), head.op->peer, head.op->bytes,
                         head.sequence);
         }
-        queue.pop_front();
-        if (queue.empty()) {
-          it = queues.erase(it);
-          continue;
-        }
-        queue.front().startNs = nowNanos();
+        ++queue.next;
+        --remaining;
+        if (queue.next < queue.end && comm->trace() != nullptr) pending[queue.next].startNs = nowNanos();
       }
-      ++it;
     }
-    if (queues.empty()) break;
-    int64_t now = nowNanos();
+    return moved;
+  };
+
+  int64_t idleRounds = 0;
+  while (remaining > 0) {
+    bool moved = progressAll();
+    if (failed != nullptr) return fail(failure, failed);
     if (moved) {
-      lastProgressNs = now;
       idleSinceNs = -1;
       continue;
     }
+    int64_t now = nowNanos();
+    if (idleSinceNs < 0) {
+      // Nothing moved in this pass, but the last one did.
+      idleSinceNs = now;
+      lastProgressNs = now;
+      idleRounds = 0;
+    }
     for (Communicator* comm : comms) {
-      if (comm->aborted()) return fail(invalidUsage("communicator was aborted"), &queues.begin()->second.front());
+      if (comm->aborted()) return fail(invalidUsage("communicator was aborted by ccCommAbort"), firstPending());
     }
     if (now - lastProgressNs > timeoutNs) {
       return fail(timeoutError(fmt::format("nothing moved for {} ms (CC_TIMEOUT_MS); still waiting on", config.timeoutMs)),
-                  &queues.begin()->second.front());
+                  firstPending());
     }
     if (now - lastPeerCheckNs > kPeerCheckNanos) {
       lastPeerCheckNs = now;
-      for (auto& [key, queue] : queues) {
-        Status alive = key.comm->channel(key.peer)->checkPeer();
-        if (!alive.isOk()) {
-          // The peer may have published its last bytes and then exited: look once more.
-          Pending& head = queue.front();
-          transport::Channel* channel = key.comm->channel(key.peer);
-          auto result = head.op->isSend ? channel->progressSend(head.transfer) : channel->progressRecv(head.transfer);
-          if (result.isOk() && *result != Progress::kIdle) {
-            moved = true;
-            break;
-          }
-          return fail(alive, &head);
-        }
+      for (Queue& queue : queues) {
+        if (queue.next == queue.end) continue;
+        Status alive = queue.channel->checkPeer();
+        if (alive.isOk()) continue;
+        // The peer may have published its last bytes and then exited: look once more.
+        if (progressAll()) break;
+        if (failed != nullptr) return fail(failure, failed);
+        return fail(alive, &pending[queue.next]);
       }
-      if (moved) continue;
+      continue;
     }
-    if (idleSinceNs < 0) idleSinceNs = now;
     if (now - idleSinceNs < spinNs) {
-      for (int i = 0; i < 32; ++i) _mm_pause();
+      ++idleRounds;
+      if (now - idleSinceNs > kPureSpinNanos && idleRounds % 16 == 0) {
+        sched_yield();
+      } else {
+        for (int i = 0; i < 16; ++i) _mm_pause();
+      }
       continue;
     }
     // Sleep until a peer rings, a socket is ready, or the slice ends.
-    if (anyTcp) {
+    int64_t slice = several ? kShortSliceMicros : kSliceMicros;
+    if (anyShm) {
+      transport::shm::DoorbellWord& bell = primary->doorbell();
+      uint32_t observed = transport::shm::prepareToSleep(bell);
+      bool movedNow = progressAll();
+      if (failed != nullptr) {
+        transport::shm::cancelSleep(bell);
+        return fail(failure, failed);
+      }
+      if (movedNow) {
+        transport::shm::cancelSleep(bell);
+        idleSinceNs = -1;
+        continue;
+      }
+      if (anyTcp) {
+        epoll_event events[16];
+        for (Communicator* comm : comms) epoll_wait(comm->epollFd(), events, 16, 0);
+      }
+      transport::shm::sleep(bell, observed, slice);
+    } else if (anyTcp) {
       epoll_event events[16];
-      int sliceMs = anyShm ? 0 : static_cast<int>(kSliceMicros / 1000);
-      epoll_wait(primary->epollFd(), events, 16, sliceMs);
+      epoll_wait(primary->epollFd(), events, 16, static_cast<int>(slice / 1000));
       for (Communicator* comm : comms) {
         if (comm != primary) epoll_wait(comm->epollFd(), events, 16, 0);
       }
     }
-    if (anyShm) {
-      bool several = comms.size() > 1 || anyTcp;
-      transport::shm::sleepOn(primary->doorbell(), observed, several ? 500 : kSliceMicros);
-    }
-    if (!anyShm && !anyTcp) sched_yield();
   }
   return Status::ok();
 }

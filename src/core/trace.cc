@@ -51,23 +51,20 @@ OpRecord* FlightRecorder::find(uint64_t sequence) {
   return record.sequence == sequence ? &record : nullptr;
 }
 
-void FlightRecorder::begin(uint64_t sequence, const char* kind, int peer, size_t bytes) {
-  std::lock_guard lock(mutex_);
-  records_[sequence % records_.size()] = OpRecord{sequence, kind, peer, bytes, nowNanos(), 0, OpState::kRunning};
+void FlightRecorder::begin(uint64_t sequence, const char* kind, int peer, size_t bytes, int64_t nowNs) {
+  records_[sequence % records_.size()] = OpRecord{sequence, kind, peer, bytes, nowNs, 0, OpState::kRunning};
   newest_ = sequence;
   any_ = true;
 }
 
-void FlightRecorder::finish(uint64_t sequence, OpState state) {
-  std::lock_guard lock(mutex_);
+void FlightRecorder::finish(uint64_t sequence, OpState state, int64_t nowNs) {
   if (OpRecord* record = find(sequence)) {
     record->state = state;
-    record->endNs = nowNanos();
+    record->endNs = nowNs;
   }
 }
 
 std::string FlightRecorder::dump(size_t count) const {
-  std::lock_guard lock(mutex_);
   if (!any_) return "  (no operations yet)\n";
   static const char* kStateNames[] = {"queued", "RUNNING", "done", "FAILED"};
   std::string text;
@@ -76,10 +73,13 @@ std::string FlightRecorder::dump(size_t count) const {
   for (uint64_t sequence = first; sequence <= newest_; ++sequence) {
     const OpRecord& record = records_[sequence % records_.size()];
     if (record.sequence != sequence || record.kind[0] == '\0') continue;
-    int64_t end = record.endNs != 0 ? record.endNs : now;
-    text += fmt::format("  #{} {} peer {} {} bytes: {} ({:.3f} ms)\n", record.sequence, record.kind, record.peer,
-                        record.bytes, kStateNames[static_cast<int>(record.state)],
-                        static_cast<double>(end - record.startNs) / 1e6);
+    text += fmt::format("  #{} {} peer {} {} bytes: {}", record.sequence, record.kind, record.peer, record.bytes,
+                        kStateNames[static_cast<int>(record.state)]);
+    if (record.state != OpState::kDone) {
+      int64_t end = record.endNs != 0 ? record.endNs : now;
+      text += fmt::format(" after {:.3f} ms", static_cast<double>(end - record.startNs) / 1e6);
+    }
+    text += "\n";
   }
   return text;
 }

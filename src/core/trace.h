@@ -54,17 +54,19 @@ struct OpRecord {
   OpState state = OpState::kQueued;
 };
 
+// Not thread-safe by itself: a communicator's recorder is touched only under its
+// operation lock, which already orders every operation.
 class FlightRecorder {
  public:
   explicit FlightRecorder(size_t capacity) : records_(capacity) {}
-  void begin(uint64_t sequence, const char* kind, int peer, size_t bytes);
-  void finish(uint64_t sequence, OpState state);
+  // `nowNs`: the caller's clock reading (one per call of the executor, not per message).
+  void begin(uint64_t sequence, const char* kind, int peer, size_t bytes, int64_t nowNs);
+  void finish(uint64_t sequence, OpState state, int64_t nowNs = 0);
   // The last `count` operations, oldest first, one per line.
   std::string dump(size_t count) const;
 
  private:
   OpRecord* find(uint64_t sequence);
-  mutable std::mutex mutex_;
   std::vector<OpRecord> records_;
   uint64_t newest_ = 0;
   bool any_ = false;

@@ -32,6 +32,8 @@ class Channel {
   Channel& operator=(const Channel&) = delete;
 
   virtual const char* kind() const = 0;
+  // Whether waiting for this channel means sleeping on the shm doorbell (else: epoll).
+  virtual bool isSharedMemory() const = 0;
   int peer() const { return peer_; }
 
   virtual Result<Progress> progressSend(Transfer& transfer) = 0;

@@ -9,13 +9,13 @@ namespace {
 TEST(FlightRecorder, KeepsTheNewestAndShowsTheRunningOne) {
   FlightRecorder recorder(4);
   for (uint64_t sequence = 0; sequence < 10; ++sequence) {
-    recorder.begin(sequence, "send", 1, 100 + sequence);
+    recorder.begin(sequence, "send", 1, 100 + sequence, 1000);
     if (sequence != 9) recorder.finish(sequence, OpState::kDone);
   }
   std::string text = recorder.dump(4);
   EXPECT_EQ(text.find("#5 "), std::string::npos) << text;  // evicted
   EXPECT_NE(text.find("#6 send peer 1 106 bytes: done"), std::string::npos) << text;
-  EXPECT_NE(text.find("#9 send peer 1 109 bytes: RUNNING"), std::string::npos) << text;
+  EXPECT_NE(text.find("#9 send peer 1 109 bytes: RUNNING after"), std::string::npos) << text;
 }
 
 TEST(FlightRecorder, EmptyRecorderSaysSo) {

@@ -14,21 +14,27 @@
 
 namespace cc::transport::shm {
 
-// Per ring: counters on their own cache lines, then the slots.
+// Per ring: the receiver's `tail` on its own cache line, then the slots. A slot is
+// published by writing its `published` word last (release): the receiver polls only the
+// slot it expects next, so a small message costs it one cache line, header and data
+// together. The sender re-reads `tail` only when its cached copy says the ring is full.
 struct alignas(64) RingControl {
-  std::atomic<uint32_t> head;
-  alignas(64) std::atomic<uint32_t> tail;
+  std::atomic<uint32_t> tail;
 };
-static_assert(sizeof(RingControl) == 128);
+static_assert(sizeof(RingControl) == 64);
 
 enum SlotMode : uint32_t { kInline = 1, kByAddress = 2 };
 
+inline constexpr size_t kInlineBytes = 24;
+
 struct alignas(64) SlotHeader {
+  std::atomic<uint32_t> published;  // chunk sequence number + 1, written last
+  uint32_t mode;
   uint64_t messageBytes;
   uint64_t offset;
   uint64_t payloadBytes;
   uint64_t sourceAddress;
-  uint32_t mode;
+  std::byte inlineData[kInlineBytes];  // payloads this small travel in the header's line
 };
 static_assert(sizeof(SlotHeader) == 64);
 
@@ -43,8 +49,9 @@ SlotHeader& slotHeader(std::byte* ring, const RingGeometry& geometry, uint32_t i
   return *reinterpret_cast<SlotHeader*>(ring + sizeof(RingControl) + (index % geometry.slots) * stride);
 }
 
-std::byte* slotPayload(std::byte* ring, const RingGeometry& geometry, uint32_t index) {
-  return reinterpret_cast<std::byte*>(&slotHeader(ring, geometry, index)) + sizeof(SlotHeader);
+std::byte* slotPayload(SlotHeader& slot) {
+  if (slot.payloadBytes <= kInlineBytes) return slot.inlineData;
+  return reinterpret_cast<std::byte*>(&slot) + sizeof(SlotHeader);
 }
 
 }  // namespace
@@ -106,7 +113,8 @@ Result<Progress> ShmChannel::progressSend(Transfer& transfer) {
   bool byAddress = peerReadsFromMe_ && transfer.bytes >= cmaThreshold_ && transfer.bytes > 0;
   if (byAddress && transfer.started) {
     // Posted; done once the peer has read it all and released the slot.
-    if (static_cast<int32_t>(counters.tail.load(std::memory_order_acquire) - awaitedTail_) >= 0) {
+    cachedTail_ = counters.tail.load(std::memory_order_acquire);
+    if (static_cast<int32_t>(cachedTail_ - awaitedTail_) >= 0) {
       transfer.progressed = transfer.bytes;
       return Progress::kDone;
     }
@@ -114,25 +122,26 @@ Result<Progress> ShmChannel::progressSend(Transfer& transfer) {
   }
   bool moved = false;
   while (!transfer.started || transfer.progressed < transfer.bytes) {
-    uint32_t tail = counters.tail.load(std::memory_order_acquire);
-    if (sendHead_ - tail >= geometry_.slots) break;  // ring full
+    if (sendHead_ - cachedTail_ >= geometry_.slots) {
+      cachedTail_ = counters.tail.load(std::memory_order_acquire);
+      if (sendHead_ - cachedTail_ >= geometry_.slots) break;  // ring full
+    }
     SlotHeader& slot = slotHeader(sendRing_, geometry_, sendHead_);
     slot.messageBytes = transfer.bytes;
     slot.offset = transfer.progressed;
     if (byAddress) {
       slot.mode = kByAddress;
-      slot.payloadBytes = transfer.bytes;
+      slot.payloadBytes = 0;
       slot.sourceAddress = reinterpret_cast<uint64_t>(transfer.data);
     } else {
       size_t chunk = std::min<size_t>(geometry_.slotBytes, transfer.bytes - transfer.progressed);
       slot.mode = kInline;
       slot.payloadBytes = chunk;
-      slot.sourceAddress = 0;
-      if (chunk > 0) std::memcpy(slotPayload(sendRing_, geometry_, sendHead_), transfer.data + transfer.progressed, chunk);
+      if (chunk > 0) std::memcpy(slotPayload(slot), transfer.data + transfer.progressed, chunk);
       transfer.progressed += chunk;
     }
     ++sendHead_;
-    counters.head.store(sendHead_, std::memory_order_release);
+    slot.published.store(sendHead_, std::memory_order_release);
     ring(peerDoorbell_.word());
     transfer.started = true;
     moved = true;
@@ -145,8 +154,7 @@ Result<Progress> ShmChannel::progressSend(Transfer& transfer) {
   return moved ? Progress::kMoved : Progress::kIdle;
 }
 
-Result<Progress> ShmChannel::receiveByAddress(Transfer& transfer, const SlotHeader& slot, uint32_t tail) {
-  (void)tail;
+Result<Progress> ShmChannel::receiveByAddress(Transfer& transfer, const SlotHeader& slot) {
   size_t piece = std::min(kCmaPieceBytes, transfer.bytes - transfer.progressed);
   iovec local{transfer.data + transfer.progressed, piece};
   iovec remote{reinterpret_cast<void*>(slot.sourceAddress + transfer.progressed), piece};
@@ -164,29 +172,24 @@ Result<Progress> ShmChannel::progressRecv(Transfer& transfer) {
   RingControl& counters = control(recvRing_);
   bool moved = false;
   while (!transfer.started || transfer.progressed < transfer.bytes) {
-    uint32_t head = counters.head.load(std::memory_order_acquire);
-    if (head == recvTail_) break;  // nothing published
-    const SlotHeader& slot = slotHeader(recvRing_, geometry_, recvTail_);
+    SlotHeader& slot = slotHeader(recvRing_, geometry_, recvTail_);
+    if (slot.published.load(std::memory_order_acquire) != recvTail_ + 1) break;  // not published yet
     // The slot is written by another process: check everything before using it.
     if (slot.messageBytes != transfer.bytes) {
       return invalidUsage("message size mismatch: this rank receives " + std::to_string(transfer.bytes) +
                           " bytes from rank " + std::to_string(peer()) + ", which sent " +
                           std::to_string(slot.messageBytes));
     }
-    if (slot.offset != transfer.progressed && slot.mode == kInline) {
-      return remoteError("shm ring from rank " + std::to_string(peer()) + " is corrupt (offset)");
-    }
     if (slot.mode == kInline) {
-      if (slot.payloadBytes > geometry_.slotBytes || slot.payloadBytes > transfer.bytes - transfer.progressed) {
-        return remoteError("shm ring from rank " + std::to_string(peer()) + " is corrupt (length)");
+      if (slot.offset != transfer.progressed || slot.payloadBytes > geometry_.slotBytes ||
+          slot.payloadBytes > transfer.bytes - transfer.progressed) {
+        return remoteError("shm ring from rank " + std::to_string(peer()) + " is corrupt (offset or length)");
       }
-      if (slot.payloadBytes > 0) {
-        std::memcpy(transfer.data + transfer.progressed, slotPayload(recvRing_, geometry_, recvTail_), slot.payloadBytes);
-      }
+      if (slot.payloadBytes > 0) std::memcpy(transfer.data + transfer.progressed, slotPayload(slot), slot.payloadBytes);
       transfer.progressed += slot.payloadBytes;
       transfer.started = true;
     } else if (slot.mode == kByAddress) {
-      auto result = receiveByAddress(transfer, slot, recvTail_);
+      auto result = receiveByAddress(transfer, slot);
       if (!result.isOk()) return result;
       if (transfer.progressed < transfer.bytes) return Progress::kMoved;  // more pieces to read
     } else {

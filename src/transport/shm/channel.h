@@ -2,8 +2,9 @@
 //
 // The pair shares one memfd mapping holding two rings, one per direction. A ring is a
 // circular array of cache-line-aligned slots; the sender copies a chunk into the next
-// free slot and advances `head`, the receiver copies it out and advances `tail`, so the
-// two copies of a large message overlap. From CC_SHM_CMA_THRESHOLD on, the sender posts
+// free slot and publishes it, the receiver copies it out and advances `tail`, so the two
+// copies of a large message overlap. Payloads of up to 24 bytes ride in the slot
+// header's own cache line. From CC_SHM_CMA_THRESHOLD on, the sender posts
 // only its buffer's address and the receiver reads it straight from the sender's memory
 // with process_vm_readv (one copy), when the connection-time probe showed the kernel
 // allows it. The Unix socket the pair met on stays open: its hang-up is how a dead peer
@@ -67,13 +68,14 @@ class ShmChannel final : public Channel {
   explicit ShmChannel(ShmChannelParts parts);
   ~ShmChannel() override;
 
+  bool isSharedMemory() const override { return true; }
   const char* kind() const override { return "shm"; }
   Result<Progress> progressSend(Transfer& transfer) override;
   Result<Progress> progressRecv(Transfer& transfer) override;
   Status checkPeer() override;
 
  private:
-  Result<Progress> receiveByAddress(Transfer& transfer, const SlotHeader& slot, uint32_t tail);
+  Result<Progress> receiveByAddress(Transfer& transfer, const SlotHeader& slot);
 
   PairMemory memory_;
   Doorbell peerDoorbell_;
@@ -84,8 +86,9 @@ class ShmChannel final : public Channel {
   std::byte* recvRing_;
   bool peerReadsFromMe_;
   size_t cmaThreshold_;
-  uint32_t sendHead_ = 0;  // our copy of the send ring's head (only we write it)
-  uint32_t recvTail_ = 0;  // our copy of the receive ring's tail
+  uint32_t sendHead_ = 0;    // chunks this side has published
+  uint32_t cachedTail_ = 0;  // the peer's tail as last read (re-read only when the ring looks full)
+  uint32_t recvTail_ = 0;    // chunks this side has consumed
   uint32_t awaitedTail_ = 0;  // a send by address is done when the peer's tail reaches this
 };
 

@@ -21,14 +21,29 @@ long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* 
 }  // namespace
 
 void ring(DoorbellWord& bell) {
+  // Orders the caller's publication before the look at `sleepers` (pairs with the fence
+  // in prepareToSleep).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (bell.sleepers.load(std::memory_order_relaxed) == 0) return;
   bell.sequence.fetch_add(1, std::memory_order_seq_cst);
-  if (bell.sleepers.load(std::memory_order_seq_cst) != 0) futex(&bell.sequence, FUTEX_WAKE, INT_MAX, nullptr);
+  futex(&bell.sequence, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-void sleepOn(DoorbellWord& bell, uint32_t observed, int64_t timeoutMicros) {
-  timespec timeout{static_cast<time_t>(timeoutMicros / 1000000), static_cast<long>((timeoutMicros % 1000000) * 1000)};
+void ringAlways(DoorbellWord& bell) {
+  bell.sequence.fetch_add(1, std::memory_order_seq_cst);
+  futex(&bell.sequence, FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+uint32_t prepareToSleep(DoorbellWord& bell) {
   bell.sleepers.fetch_add(1, std::memory_order_seq_cst);
-  // Returns at once if the sequence moved since `observed` was read: no lost wake-up.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return bell.sequence.load(std::memory_order_seq_cst);
+}
+
+void cancelSleep(DoorbellWord& bell) { bell.sleepers.fetch_sub(1, std::memory_order_seq_cst); }
+
+void sleep(DoorbellWord& bell, uint32_t observed, int64_t timeoutMicros) {
+  timespec timeout{static_cast<time_t>(timeoutMicros / 1000000), static_cast<long>((timeoutMicros % 1000000) * 1000)};
   futex(&bell.sequence, FUTEX_WAIT, observed, &timeout);
   bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }

@@ -17,10 +17,20 @@ struct alignas(64) DoorbellWord {
   alignas(64) std::atomic<uint32_t> sleepers{0};
 };
 
-// Rings a peer's (or one's own) doorbell.
+// Peer side, after publishing something: wakes the owner if it is asleep or about to be.
+// Costs a fence and one load when nobody sleeps (the common, spinning case).
 void ring(DoorbellWord& bell);
-// Sleeps while `bell.sequence == observed`, at most `timeoutMicros`.
-void sleepOn(DoorbellWord& bell, uint32_t observed, int64_t timeoutMicros);
+// Wakes the owner whatever it is doing (abort).
+void ringAlways(DoorbellWord& bell);
+
+// Owner side, in three steps around one last look at the rings:
+//   uint32_t observed = prepareToSleep(bell);
+//   if (something moved) cancelSleep(bell); else sleep(bell, observed, timeout);
+// A peer that publishes after prepareToSleep either is seen by that last look or
+// changes the sequence, so the futex wait returns at once: no wake-up is lost.
+uint32_t prepareToSleep(DoorbellWord& bell);
+void cancelSleep(DoorbellWord& bell);
+void sleep(DoorbellWord& bell, uint32_t observed, int64_t timeoutMicros);
 
 // One page of shared memory holding a DoorbellWord, created from a memfd.
 class Doorbell {

@@ -20,6 +20,7 @@ class TcpChannel final : public Channel {
   // `sockets[0]` carries headers. All sockets must already be non-blocking.
   TcpChannel(int peer, std::vector<FileDescriptor> sockets, size_t stripeThreshold);
 
+  bool isSharedMemory() const override { return false; }
   const char* kind() const override { return "tcp"; }
   Result<Progress> progressSend(Transfer& transfer) override;
   Result<Progress> progressRecv(Transfer& transfer) override;
