@@ -25,7 +25,10 @@ struct Config {
   size_t shmSlotBytes = 128 * 1024;        // CC_SHM_SLOT_BYTES
   int shmSlots = 8;                        // CC_SHM_SLOTS
   size_t shmCmaThreshold = 1 << 20;        // CC_SHM_CMA_THRESHOLD: single copy from here
-  bool shmUseCma = true;                   // CC_SHM_USE_CMA
+  // CC_SHM_USE_CMA. Off by default: on the machines we measured (KVM guests),
+  // process_vm_readv moved 0.3-0.8x of memcpy while the pipelined ring moved 0.8-1.3x
+  // (docs/PERFORMANCE.md). Turn it on where the kernel's single copy wins.
+  bool shmUseCma = false;
   std::string tracePath;                   // CC_TRACE
   int flightRecorderEntries = 256;         // CC_FLIGHT_RECORDER_ENTRIES
 

@@ -50,6 +50,18 @@ void readAll(int fd, void* data, size_t size) {
 
 }  // namespace
 
+MultiRankOptions transportOptions(const std::string& transport) {
+  MultiRankOptions options;
+  if (transport == "shm_cma") {
+    options.env["CC_TRANSPORT"] = "shm";
+    options.env["CC_SHM_USE_CMA"] = "1";
+    options.env["CC_SHM_CMA_THRESHOLD"] = "4096";
+  } else {
+    options.env["CC_TRANSPORT"] = transport;
+  }
+  return options;
+}
+
 void runRanks(int nranks, const std::function<void(RankContext&)>& body, const MultiRankOptions& options) {
   std::vector<int> idPipes(static_cast<size_t>(2 * nranks), -1);
   for (int rank = 1; rank < nranks; ++rank) {

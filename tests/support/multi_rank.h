@@ -30,6 +30,10 @@ struct MultiRankOptions {
   std::set<int> expectKilled;               // ranks that end by SIGKILL on purpose
 };
 
+// Options for a named transport: "shm", "tcp", or "shm_cma" (shm with the
+// process_vm_readv single copy for every message of 4 KiB or more).
+MultiRankOptions transportOptions(const std::string& transport);
+
 // Runs `body` in `nranks` forked processes and reports their outcome as test failures.
 void runRanks(int nranks, const std::function<void(RankContext&)>& body, const MultiRankOptions& options = {});
 

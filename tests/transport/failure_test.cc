@@ -28,8 +28,7 @@ class Failure : public ::testing::TestWithParam<const char*> {};
 // message from rank 2 that never comes. Both must see an error within 2 s of the kill.
 TEST_P(Failure, KilledRankIsNoticedWithinTwoSeconds) {
   auto before = listDevShm();
-  MultiRankOptions options;
-  options.env["CC_TRANSPORT"] = GetParam();
+  MultiRankOptions options = transportOptions(GetParam());
   options.expectKilled = {2};
   runRanks(3, [](RankContext& context) {
     ccComm_t comm = context.initComm();
@@ -72,8 +71,7 @@ TEST_P(Failure, KilledRankIsNoticedWithinTwoSeconds) {
 }
 
 TEST_P(Failure, SilentPeerTimesOutNamingOperationAndPeer) {
-  MultiRankOptions options;
-  options.env["CC_TRANSPORT"] = GetParam();
+  MultiRankOptions options = transportOptions(GetParam());
   options.env["CC_TIMEOUT_MS"] = "500";
   runRanks(2, [](RankContext& context) {
     ccComm_t comm = context.initComm();
@@ -99,8 +97,7 @@ TEST_P(Failure, SilentPeerTimesOutNamingOperationAndPeer) {
 }
 
 TEST_P(Failure, AbortFromAnotherThreadUnblocksAWaitingRank) {
-  MultiRankOptions options;
-  options.env["CC_TRANSPORT"] = GetParam();
+  MultiRankOptions options = transportOptions(GetParam());
   runRanks(2, [](RankContext& context) {
     ccComm_t comm = context.initComm();
     ASSERT_NE(comm, nullptr);
@@ -123,7 +120,7 @@ TEST_P(Failure, AbortFromAnotherThreadUnblocksAWaitingRank) {
   }, options);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, Failure, ::testing::Values("shm", "tcp"),
+INSTANTIATE_TEST_SUITE_P(Transports, Failure, ::testing::Values("shm", "shm_cma", "tcp"),
                          [](const ::testing::TestParamInfo<const char*>& param) { return std::string(param.param); });
 
 }  // namespace

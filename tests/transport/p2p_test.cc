@@ -35,11 +35,7 @@ int64_t firstMismatch(const std::vector<uint8_t>& data, int from, int to, int me
 
 class PointToPoint : public ::testing::TestWithParam<const char*> {
  protected:
-  MultiRankOptions options() const {
-    MultiRankOptions options;
-    options.env["CC_TRANSPORT"] = GetParam();
-    return options;
-  }
+  MultiRankOptions options() const { return transportOptions(GetParam()); }
 };
 
 TEST_P(PointToPoint, SizesFromZeroTo256MiBBothWays) {
@@ -199,14 +195,13 @@ TEST_P(PointToPoint, SizeMismatchIsAnError) {
     }
     ccCommAbort(comm);
   }, [this] {
-    MultiRankOptions options;
-    options.env["CC_TRANSPORT"] = GetParam();
+    MultiRankOptions options = transportOptions(GetParam());
     options.env["CC_TIMEOUT_MS"] = "3000";
     return options;
   }());
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, PointToPoint, ::testing::Values("shm", "tcp"),
+INSTANTIATE_TEST_SUITE_P(Transports, PointToPoint, ::testing::Values("shm", "shm_cma", "tcp"),
                          [](const ::testing::TestParamInfo<const char*>& param) { return std::string(param.param); });
 
 }  // namespace
