@@ -15,13 +15,7 @@ namespace {
 std::string randomHex(size_t bytes) {
   std::vector<std::byte> raw(bytes);
   (void)randomBytes(raw);
-  static const char* kDigits = "0123456789abcdef";
-  std::string text;
-  for (std::byte b : raw) {
-    text += kDigits[static_cast<unsigned>(b) >> 4];
-    text += kDigits[static_cast<unsigned>(b) & 15];
-  }
-  return text;
+  return wire::toHex(raw);
 }
 
 std::atomic<int> gNextLane{0};

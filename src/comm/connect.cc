@@ -75,6 +75,25 @@ struct Probe {
   uint64_t value = 0;
 };
 
+// Both sides end the shm setup the same way: log what was agreed and build the channel.
+std::unique_ptr<transport::Channel> makeShmChannel(int peer, pid_t pid, bool isConnector, const RingGeometry& geometry,
+                                                   PairMemory& memory, Doorbell& peerDoorbell, FileDescriptor control,
+                                                   bool iRead, bool peerReads, const Config& config) {
+  log::info("transport to rank {}: shm (same host; single copy by process_vm_readv: I read {}, peer reads {})", peer,
+            iRead ? "yes" : "no", peerReads ? "yes" : "no");
+  ShmChannelParts parts;
+  parts.peer = peer;
+  parts.peerPid = pid;
+  parts.isConnector = isConnector;
+  parts.geometry = geometry;
+  parts.memory = &memory;
+  parts.peerDoorbell = &peerDoorbell;
+  parts.control = std::move(control);
+  parts.peerReadsFromMe = peerReads;
+  parts.cmaThreshold = config.shmCmaThreshold;
+  return std::make_unique<ShmChannel>(std::move(parts));
+}
+
 // Connector side of the shm setup: creates the pair memory.
 Result<std::unique_ptr<transport::Channel>> shmConnect(int peer, FileDescriptor control, const Config& config,
                                                        Doorbell& ownDoorbell, const Probe& probe,
@@ -94,19 +113,8 @@ Result<std::unique_ptr<transport::Channel>> shmConnect(int peer, FileDescriptor 
                  transport::shm::probeCrossMemoryAttach(pid, reply.probeAddress, reply.probeValue);
   wire::ShmSetupReply final{0, 0, static_cast<uint8_t>(canRead ? 1 : 0)};
   CC_TRY(auth::sendFrame(control.get(), wire::FrameType::kShmSetupReply, wire::encodeShmSetupReply(final), deadline));
-  log::info("transport to rank {}: shm (same host; single copy by process_vm_readv: I read {}, peer reads {})", peer,
-            canRead ? "yes" : "no", reply.canReadYou ? "yes" : "no");
-  ShmChannelParts parts;
-  parts.peer = peer;
-  parts.peerPid = pid;
-  parts.isConnector = true;
-  parts.geometry = geometry;
-  parts.memory = &memory;
-  parts.peerDoorbell = &peerDoorbell;
-  parts.control = std::move(control);
-  parts.peerReadsFromMe = reply.canReadYou != 0;
-  parts.cmaThreshold = config.shmCmaThreshold;
-  return std::unique_ptr<transport::Channel>(new ShmChannel(std::move(parts)));
+  return makeShmChannel(peer, pid, true, geometry, memory, peerDoorbell, std::move(control), canRead,
+                        reply.canReadYou != 0, config);
 }
 
 // Acceptor side of the shm setup: maps the connector's pair memory.
@@ -130,19 +138,8 @@ Result<std::unique_ptr<transport::Channel>> shmAccept(int peer, FileDescriptor c
   CC_ASSIGN_OR_RETURN(auto finalBytes, auth::recvFrame(control.get(), wire::FrameType::kShmSetupReply,
                                                        wire::kShmSetupReplyBytes, deadline));
   CC_ASSIGN_OR_RETURN(wire::ShmSetupReply final, wire::parseShmSetupReply(finalBytes));
-  log::info("transport to rank {}: shm (same host; single copy by process_vm_readv: I read {}, peer reads {})", peer,
-            canRead ? "yes" : "no", final.canReadYou ? "yes" : "no");
-  ShmChannelParts parts;
-  parts.peer = peer;
-  parts.peerPid = pid;
-  parts.isConnector = false;
-  parts.geometry = geometry;
-  parts.memory = &memory;
-  parts.peerDoorbell = &peerDoorbell;
-  parts.control = std::move(control);
-  parts.peerReadsFromMe = final.canReadYou != 0;
-  parts.cmaThreshold = config.shmCmaThreshold;
-  return std::unique_ptr<transport::Channel>(new ShmChannel(std::move(parts)));
+  return makeShmChannel(peer, pid, false, geometry, memory, peerDoorbell, std::move(control), canRead,
+                        final.canReadYou != 0, config);
 }
 
 }  // namespace

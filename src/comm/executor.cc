@@ -53,9 +53,12 @@ bool queueOrder(const Pending& a, const Pending& b) {
 std::string describe(const Pending& pending) {
   const PointToPoint& op = *pending.op;
   transport::Channel* channel = op.comm->channel(op.peer);
-  return fmt::format("{} #{} ({}) {} rank {} ({}, {} bytes, {} moved)", op.label, pending.sequence,
-                     op.isSend ? "send" : "recv", op.isSend ? "to" : "from", op.peer, channel ? channel->kind() : "self",
-                     op.bytes, pending.transfer.progressed);
+  // "send #12 to rank 3", or "barrier #7 (recv) from rank 2" for messages inside a call.
+  const char* direction = op.isSend ? "send" : "recv";
+  std::string what = std::strcmp(op.label, direction) == 0 ? fmt::format("{} #{}", op.label, pending.sequence)
+                                                          : fmt::format("{} #{} ({})", op.label, pending.sequence, direction);
+  return fmt::format("{} {} rank {} ({}, {} bytes, {} moved)", what, op.isSend ? "to" : "from", op.peer,
+                     channel ? channel->kind() : "self", op.bytes, pending.transfer.progressed);
 }
 
 // Matches the k-th send to self with the k-th receive from self, per communicator.
@@ -136,7 +139,8 @@ Status execute(std::span<PointToPoint> ops) {
   bool anySelf = false;
   for (size_t i = 0; i < ops.size(); ++i) {
     sequences[i] = ops[i].comm->nextSequence();
-    ops[i].comm->recorder().begin(sequences[i], ops[i].label, ops[i].peer, ops[i].bytes, startNs);
+    ops[i].comm->recorder().begin(sequences[i], ops[i].label, ops[i].isSend ? "send" : "recv", ops[i].peer,
+                                  ops[i].bytes, startNs);
     anySelf = anySelf || ops[i].peer == ops[i].comm->rank();
   }
   if (anySelf) {

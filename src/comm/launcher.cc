@@ -36,27 +36,6 @@ Result<int> envInt(const char* name, int low, int high) {
   return value;
 }
 
-std::string toHex(std::span<const std::byte> bytes) {
-  static const char* kDigits = "0123456789abcdef";
-  std::string text;
-  for (std::byte b : bytes) {
-    text += kDigits[static_cast<unsigned>(b) >> 4];
-    text += kDigits[static_cast<unsigned>(b) & 15];
-  }
-  return text;
-}
-
-Status fromHex(const std::string& text, std::span<std::byte> out) {
-  if (text.size() != out.size() * 2) return remoteError("hex value of the wrong length");
-  for (size_t i = 0; i < out.size(); ++i) {
-    unsigned value = 0;
-    auto [end, error] = std::from_chars(text.data() + 2 * i, text.data() + 2 * i + 2, value, 16);
-    if (error != std::errc() || end != text.data() + 2 * i + 2) return remoteError("bad hex value");
-    out[i] = static_cast<std::byte>(value);
-  }
-  return Status::ok();
-}
-
 // Each InitFromEnv in a process publishes under its own key.
 std::atomic<int> gGeneration{0};
 
@@ -173,14 +152,14 @@ Result<LaunchInfo> viaPmi1(const Config& config) {
     CC_ASSIGN_OR_RETURN(info.id, bootstrap::startRoot(config));
     char encoded[CC_UNIQUE_ID_BYTES];
     wire::encodeUniqueId(info.id, encoded);
-    std::string value = toHex(std::as_bytes(std::span(encoded)));
+    std::string value = wire::toHex(std::as_bytes(std::span(encoded)));
     CC_TRY(pmi.command("cmd=put kvsname=" + kvs + " key=" + key + " value=" + value + "\n", "put_result").status());
   }
   CC_TRY(pmi.command("cmd=barrier_in\n", "barrier_out").status());
   if (info.rank != 0) {
     CC_ASSIGN_OR_RETURN(std::string reply, pmi.command("cmd=get kvsname=" + kvs + " key=" + key + "\n", "get_result"));
     std::array<std::byte, CC_UNIQUE_ID_BYTES> bytes{};
-    CC_TRY(fromHex(Pmi1::field(reply, "value"), bytes));
+    CC_TRY(wire::fromHex(Pmi1::field(reply, "value"), bytes));
     CC_ASSIGN_OR_RETURN(info.id, decodeId(bytes));
   }
   return info;

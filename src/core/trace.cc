@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 
 #include "core/log.h"
 
@@ -51,8 +52,9 @@ OpRecord* FlightRecorder::find(uint64_t sequence) {
   return record.sequence == sequence ? &record : nullptr;
 }
 
-void FlightRecorder::begin(uint64_t sequence, const char* kind, int peer, size_t bytes, int64_t nowNs) {
-  records_[sequence % records_.size()] = OpRecord{sequence, kind, peer, bytes, nowNs, 0, OpState::kRunning};
+void FlightRecorder::begin(uint64_t sequence, const char* kind, const char* direction, int peer, size_t bytes,
+                           int64_t nowNs) {
+  records_[sequence % records_.size()] = OpRecord{sequence, kind, direction, peer, bytes, nowNs, 0, OpState::kRunning};
   newest_ = sequence;
   any_ = true;
 }
@@ -73,8 +75,10 @@ std::string FlightRecorder::dump(size_t count) const {
   for (uint64_t sequence = first; sequence <= newest_; ++sequence) {
     const OpRecord& record = records_[sequence % records_.size()];
     if (record.sequence != sequence || record.kind[0] == '\0') continue;
-    text += fmt::format("  #{} {} peer {} {} bytes: {}", record.sequence, record.kind, record.peer, record.bytes,
-                        kStateNames[static_cast<int>(record.state)]);
+    bool plain = std::strcmp(record.kind, record.direction) == 0;
+    text += fmt::format("  #{} {}{}{} {} rank {}, {} bytes: {}", record.sequence, record.kind, plain ? "" : " ",
+                        plain ? "" : record.direction, std::strcmp(record.direction, "send") == 0 ? "to" : "from",
+                        record.peer, record.bytes, kStateNames[static_cast<int>(record.state)]);
     if (record.state != OpState::kDone) {
       int64_t end = record.endNs != 0 ? record.endNs : now;
       text += fmt::format(" after {:.3f} ms", static_cast<double>(end - record.startNs) / 1e6);

@@ -46,7 +46,8 @@ enum class OpState { kQueued, kRunning, kDone, kFailed };
 
 struct OpRecord {
   uint64_t sequence = 0;
-  const char* kind = "";
+  const char* kind = "";       // what the user called: "send", "recv", "barrier", ...
+  const char* direction = "";  // "send" or "recv" for the message itself
   int peer = -1;
   size_t bytes = 0;
   int64_t startNs = 0;
@@ -60,7 +61,7 @@ class FlightRecorder {
  public:
   explicit FlightRecorder(size_t capacity) : records_(capacity) {}
   // `nowNs`: the caller's clock reading (one per call of the executor, not per message).
-  void begin(uint64_t sequence, const char* kind, int peer, size_t bytes, int64_t nowNs);
+  void begin(uint64_t sequence, const char* kind, const char* direction, int peer, size_t bytes, int64_t nowNs);
   void finish(uint64_t sequence, OpState state, int64_t nowNs = 0);
   // The last `count` operations, oldest first, one per line.
   std::string dump(size_t count) const;

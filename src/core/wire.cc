@@ -2,9 +2,32 @@
 
 #include <arpa/inet.h>
 
+#include <charconv>
 #include <cstring>
 
 namespace cc::wire {
+
+std::string toHex(std::span<const std::byte> bytes) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string text;
+  text.reserve(bytes.size() * 2);
+  for (std::byte b : bytes) {
+    text += kDigits[static_cast<unsigned>(b) >> 4];
+    text += kDigits[static_cast<unsigned>(b) & 15];
+  }
+  return text;
+}
+
+Status fromHex(const std::string& text, std::span<std::byte> out) {
+  if (text.size() != out.size() * 2) return remoteError("hex value of the wrong length");
+  for (size_t i = 0; i < out.size(); ++i) {
+    unsigned value = 0;
+    auto [end, error] = std::from_chars(text.data() + 2 * i, text.data() + 2 * i + 2, value, 16);
+    if (error != std::errc() || end != text.data() + 2 * i + 2) return remoteError("bad hex value");
+    out[i] = static_cast<std::byte>(value);
+  }
+  return Status::ok();
+}
 
 void Writer::u16(uint16_t value) {
   for (int i = 0; i < 2; ++i) u8(static_cast<uint8_t>(value >> (8 * i)));

@@ -114,6 +114,10 @@ Result<ShmSetup> parseShmSetup(std::span<const std::byte> bytes);
 Result<ShmSetupReply> parseShmSetupReply(std::span<const std::byte> bytes);
 Result<UniqueIdContents> parseUniqueId(std::span<const std::byte> bytes);
 
+// Lower-case hex, for ids that travel through text channels (PMI-1) and for names.
+std::string toHex(std::span<const std::byte> bytes);
+Status fromHex(const std::string& text, std::span<std::byte> out);
+
 // Little-endian building blocks, shared with the transports' own small messages.
 class Writer {
  public:

@@ -9,11 +9,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/wire.h"
 #include "support/multi_rank.h"
 
 namespace cc::testing {
@@ -170,6 +172,104 @@ TEST(Launcher, TorchrunStyleEnvironment) {
   });
 }
 
+// A minimal PMI-1 server, as MPICH's Hydra runs one: each rank talks to it over the
+// descriptor in PMI_FD with "cmd=..." lines.
+class FakePmiServer {
+ public:
+  explicit FakePmiServer(int nranks) : nranks_(nranks) {
+    for (int rank = 0; rank < nranks; ++rank) {
+      int pair[2];
+      EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
+      serverEnds_.push_back(pair[0]);
+      rankEnds_.push_back(pair[1]);
+    }
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~FakePmiServer() {
+    thread_.join();
+    for (int fd : serverEnds_) close(fd);
+    for (int fd : rankEnds_) close(fd);
+  }
+  int rankEnd(int rank) const { return rankEnds_[static_cast<size_t>(rank)]; }
+
+ private:
+  static std::string field(const std::string& line, const std::string& name) {
+    size_t at = line.find(name + "=");
+    if (at == std::string::npos) return "";
+    size_t end = line.find(' ', at);
+    return line.substr(at + name.size() + 1, end == std::string::npos ? std::string::npos : end - at - name.size() - 1);
+  }
+  void reply(int rank, const std::string& text) {
+    std::string line = text + "\n";
+    ssize_t ignored = write(serverEnds_[static_cast<size_t>(rank)], line.data(), line.size());
+    (void)ignored;
+  }
+  // Serves until every rank but 0 has fetched the id (or a minute passes).
+  void serve() {
+    std::vector<std::string> buffers(static_cast<size_t>(nranks_));
+    std::map<std::string, std::string> store;
+    int inBarrier = 0;
+    int gets = 0;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (gets < nranks_ - 1 && std::chrono::steady_clock::now() < deadline) {
+      for (int rank = 0; rank < nranks_; ++rank) {
+        char chunk[4096];
+        ssize_t n = recv(serverEnds_[static_cast<size_t>(rank)], chunk, sizeof(chunk), MSG_DONTWAIT);
+        if (n <= 0) continue;
+        std::string& buffer = buffers[static_cast<size_t>(rank)];
+        buffer.append(chunk, static_cast<size_t>(n));
+        size_t newline;
+        while ((newline = buffer.find('\n')) != std::string::npos) {
+          std::string line = buffer.substr(0, newline);
+          buffer.erase(0, newline + 1);
+          std::string cmd = field(line, "cmd");
+          if (cmd == "init") reply(rank, "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0");
+          if (cmd == "get_my_kvsname") reply(rank, "cmd=my_kvsname kvsname=kvs_test_0");
+          if (cmd == "put") {
+            store[field(line, "key")] = field(line, "value");
+            reply(rank, "cmd=put_result rc=0");
+          }
+          if (cmd == "get") {
+            reply(rank, "cmd=get_result rc=0 value=" + store[field(line, "key")]);
+            ++gets;
+          }
+          if (cmd == "barrier_in" && ++inBarrier == nranks_) {
+            for (int r = 0; r < nranks_; ++r) reply(r, "cmd=barrier_out");
+            inBarrier = 0;
+          }
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
+  int nranks_;
+  std::vector<int> serverEnds_;
+  std::vector<int> rankEnds_;
+  std::thread thread_;
+};
+
+TEST(Launcher, MpichPmi1Protocol) {
+  const int n = 3;
+  FakePmiServer server(n);
+  runRanks(n, [&server, n](RankContext& context) {
+    for (const char* name : {"PMIX_RANK", "PMIX_NAMESPACE", "RANK", "WORLD_SIZE"}) unsetenv(name);
+    setenv("PMI_FD", std::to_string(server.rankEnd(context.rank)).c_str(), 1);
+    setenv("PMI_RANK", std::to_string(context.rank).c_str(), 1);
+    setenv("PMI_SIZE", std::to_string(n).c_str(), 1);
+    ccComm_t comm = nullptr;
+    CC_ASSERT_OK(ccCommInitFromEnv(&comm));
+    int rank = -1;
+    int count = 0;
+    CC_ASSERT_OK(ccCommUserRank(comm, &rank));
+    CC_ASSERT_OK(ccCommCount(comm, &count));
+    EXPECT_EQ(rank, context.rank);
+    EXPECT_EQ(count, n);
+    CC_ASSERT_OK(ccBarrier(comm, nullptr));
+    CC_ASSERT_OK(ccCommDestroy(comm));
+  });
+}
+
 TEST(Launcher, NoLauncherMeansOneRank) {
   runRanks(1, [](RankContext&) {
     for (const char* name : {"PMIX_RANK", "PMI_FD", "RANK", "WORLD_SIZE", "SLURM_PROCID", "OMPI_COMM_WORLD_SIZE"}) {
@@ -182,6 +282,39 @@ TEST(Launcher, NoLauncherMeansOneRank) {
     EXPECT_EQ(count, 1);
     CC_ASSERT_OK(ccCommDestroy(comm));
   });
+}
+
+bool hasIpv6Loopback() {
+  int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 address{};
+  address.sin6_family = AF_INET6;
+  address.sin6_addr = in6addr_loopback;
+  bool ok = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  close(fd);
+  return ok;
+}
+
+TEST(Tcp, BootstrapAndTransferOverIpv6) {
+  if (!hasIpv6Loopback()) GTEST_SKIP() << "no IPv6 loopback (::1) on this machine";
+  MultiRankOptions options;
+  options.env["CC_TRANSPORT"] = "tcp";
+  options.env["CC_SOCKET_FAMILY"] = "AF_INET6";
+  runRanks(2, [](RankContext& context) {
+    auto id = wire::parseUniqueId(std::as_bytes(std::span(context.id.internal)));
+    ASSERT_TRUE(id.isOk());
+    EXPECT_EQ(id->rootAddress.family(), AF_INET6) << id->rootAddress.toString();
+    ccComm_t comm = context.initComm();
+    ASSERT_NE(comm, nullptr);
+    std::vector<int64_t> data(300000, context.rank == 0 ? 7 : 0);
+    if (context.rank == 0) {
+      CC_ASSERT_OK(ccSend(data.data(), data.size(), ccInt64, 1, comm, nullptr));
+    } else {
+      CC_ASSERT_OK(ccRecv(data.data(), data.size(), ccInt64, 0, comm, nullptr));
+      EXPECT_EQ(std::count(data.begin(), data.end(), 7), static_cast<long>(data.size()));
+    }
+    CC_ASSERT_OK(ccCommDestroy(comm));
+  }, options);
 }
 
 TEST(Trace, WritesAChromeTraceFilePerRank) {

@@ -113,7 +113,7 @@ Result<Progress> ShmChannel::progressSend(Transfer& transfer) {
   bool byAddress = peerReadsFromMe_ && transfer.bytes >= cmaThreshold_ && transfer.bytes > 0;
   if (byAddress && transfer.started) {
     // Posted; done once the peer has read it all and released the slot.
-    cachedTail_ = counters.tail.load(std::memory_order_acquire);
+    cachedTail_ = counters.tail.load(std::memory_order_seq_cst);
     if (static_cast<int32_t>(cachedTail_ - awaitedTail_) >= 0) {
       transfer.progressed = transfer.bytes;
       return Progress::kDone;
@@ -123,7 +123,7 @@ Result<Progress> ShmChannel::progressSend(Transfer& transfer) {
   bool moved = false;
   while (!transfer.started || transfer.progressed < transfer.bytes) {
     if (sendHead_ - cachedTail_ >= geometry_.slots) {
-      cachedTail_ = counters.tail.load(std::memory_order_acquire);
+      cachedTail_ = counters.tail.load(std::memory_order_seq_cst);
       if (sendHead_ - cachedTail_ >= geometry_.slots) break;  // ring full
     }
     SlotHeader& slot = slotHeader(sendRing_, geometry_, sendHead_);
@@ -141,7 +141,7 @@ Result<Progress> ShmChannel::progressSend(Transfer& transfer) {
       transfer.progressed += chunk;
     }
     ++sendHead_;
-    slot.published.store(sendHead_, std::memory_order_release);
+    slot.published.store(sendHead_, std::memory_order_seq_cst);
     ring(peerDoorbell_.word());
     transfer.started = true;
     moved = true;
@@ -173,7 +173,7 @@ Result<Progress> ShmChannel::progressRecv(Transfer& transfer) {
   bool moved = false;
   while (!transfer.started || transfer.progressed < transfer.bytes) {
     SlotHeader& slot = slotHeader(recvRing_, geometry_, recvTail_);
-    if (slot.published.load(std::memory_order_acquire) != recvTail_ + 1) break;  // not published yet
+    if (slot.published.load(std::memory_order_seq_cst) != recvTail_ + 1) break;  // not published yet
     // The slot is written by another process: check everything before using it.
     if (slot.messageBytes != transfer.bytes) {
       return invalidUsage("message size mismatch: this rank receives " + std::to_string(transfer.bytes) +
@@ -196,7 +196,7 @@ Result<Progress> ShmChannel::progressRecv(Transfer& transfer) {
       return remoteError("shm ring from rank " + std::to_string(peer()) + " is corrupt (mode)");
     }
     ++recvTail_;
-    counters.tail.store(recvTail_, std::memory_order_release);
+    counters.tail.store(recvTail_, std::memory_order_seq_cst);
     ring(peerDoorbell_.word());
     moved = true;
   }

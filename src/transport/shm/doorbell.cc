@@ -21,10 +21,10 @@ long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* 
 }  // namespace
 
 void ring(DoorbellWord& bell) {
-  // Orders the caller's publication before the look at `sleepers` (pairs with the fence
-  // in prepareToSleep).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (bell.sleepers.load(std::memory_order_relaxed) == 0) return;
+  // The caller published with a seq_cst store; this seq_cst load is ordered after it, and
+  // the owner's seq_cst increment of `sleepers` before its last seq_cst look at the ring
+  // (prepareToSleep): one of the two sides must see the other.
+  if (bell.sleepers.load(std::memory_order_seq_cst) == 0) return;
   bell.sequence.fetch_add(1, std::memory_order_seq_cst);
   futex(&bell.sequence, FUTEX_WAKE, INT_MAX, nullptr);
 }
@@ -36,7 +36,6 @@ void ringAlways(DoorbellWord& bell) {
 
 uint32_t prepareToSleep(DoorbellWord& bell) {
   bell.sleepers.fetch_add(1, std::memory_order_seq_cst);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
   return bell.sequence.load(std::memory_order_seq_cst);
 }
 

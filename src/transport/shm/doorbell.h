@@ -17,8 +17,11 @@ struct alignas(64) DoorbellWord {
   alignas(64) std::atomic<uint32_t> sleepers{0};
 };
 
-// Peer side, after publishing something: wakes the owner if it is asleep or about to be.
-// Costs a fence and one load when nobody sleeps (the common, spinning case).
+// Peer side, after publishing something with a seq_cst store: wakes the owner if it is
+// asleep or about to be. Costs one load when nobody sleeps (the common, spinning case).
+// The rings' `published` and `tail` words are stored and loaded seq_cst for this
+// handshake (no fences: ThreadSanitizer does not model them); on x86 a seq_cst load is a
+// plain load and a seq_cst store one locked instruction.
 void ring(DoorbellWord& bell);
 // Wakes the owner whatever it is doing (abort).
 void ringAlways(DoorbellWord& bell);
