@@ -2,6 +2,8 @@
 // torchrun-style launcher environment, and the trace file.
 #include <cc/cc.h>
 #include <netinet/in.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -173,7 +175,8 @@ TEST(Launcher, TorchrunStyleEnvironment) {
 }
 
 // A minimal PMI-1 server, as MPICH's Hydra runs one: each rank talks to it over the
-// descriptor in PMI_FD with "cmd=..." lines.
+// descriptor in PMI_FD with "cmd=..." lines. It runs in its own process, so that the
+// test process stays single-threaded when it forks the ranks.
 class FakePmiServer {
  public:
   explicit FakePmiServer(int nranks) : nranks_(nranks) {
@@ -183,11 +186,16 @@ class FakePmiServer {
       serverEnds_.push_back(pair[0]);
       rankEnds_.push_back(pair[1]);
     }
-    thread_ = std::thread([this] { serve(); });
+    server_ = fork();
+    if (server_ == 0) {
+      serve();
+      _exit(0);
+    }
+    for (int fd : serverEnds_) close(fd);
   }
   ~FakePmiServer() {
-    thread_.join();
-    for (int fd : serverEnds_) close(fd);
+    kill(server_, SIGKILL);
+    waitpid(server_, nullptr, 0);
     for (int fd : rankEnds_) close(fd);
   }
   int rankEnd(int rank) const { return rankEnds_[static_cast<size_t>(rank)]; }
@@ -246,7 +254,7 @@ class FakePmiServer {
   int nranks_;
   std::vector<int> serverEnds_;
   std::vector<int> rankEnds_;
-  std::thread thread_;
+  pid_t server_ = -1;
 };
 
 TEST(Launcher, MpichPmi1Protocol) {
