@@ -22,7 +22,9 @@ struct ccComm {
   std::shared_ptr<cc::comm::Communicator> impl;
 };
 struct ccStream {
-  std::unique_ptr<cc::comm::Stream> impl;
+  // Shared with queued groups, so that destroying the handle cannot free a stream that a
+  // pending ccGroupEnd still refers to.
+  std::shared_ptr<cc::comm::Stream> impl;
 };
 
 namespace cc {
@@ -83,11 +85,11 @@ int rawDataType(const ccDataType_t* type) {
   return raw;
 }
 
-Result<comm::Stream*> lookupStream(ccStream_t handle) {
-  if (handle == nullptr) return static_cast<comm::Stream*>(nullptr);
+Result<std::shared_ptr<comm::Stream>> lookupStream(ccStream_t handle) {
+  if (handle == nullptr) return std::shared_ptr<comm::Stream>();
   std::lock_guard lock(gHandlesMutex);
   if (gStreams.count(handle) == 0) return invalidArgument("stream is not a live ccStream_t (destroyed or never created)");
-  return handle->impl.get();
+  return handle->impl;
 }
 
 ccComm_t publish(std::shared_ptr<Communicator> impl) {
@@ -129,7 +131,7 @@ Result<size_t> byteCount(size_t count, int type) {
 struct GroupedOp {
   std::shared_ptr<Communicator> comm;
   PointToPoint op;
-  comm::Stream* stream;
+  std::shared_ptr<comm::Stream> stream;
 };
 struct GroupState {
   int depth = 0;
@@ -138,38 +140,44 @@ struct GroupState {
 };
 thread_local GroupState gGroup;
 
-// Runs ops now (NULL stream) or queues them on their stream.
+// Runs a group now (NULL stream) or queues it on its stream, as one task: all of its
+// operations progress together. A group must use one stream; operations split over
+// several streams could not progress together and would deadlock.
 Status launch(std::vector<GroupedOp> ops) {
-  std::map<comm::Stream*, std::vector<GroupedOp>> byStream;
-  for (auto& op : ops) byStream[op.stream].push_back(std::move(op));
-  Status inlineStatus;
-  for (auto& [stream, list] : byStream) {
-    std::vector<std::shared_ptr<Communicator>> comms;
-    for (auto& op : list) comms.push_back(op.comm);
-    std::sort(comms.begin(), comms.end());
-    comms.erase(std::unique(comms.begin(), comms.end()), comms.end());
-    auto run = [list = std::move(list), comms]() mutable -> Status {
-      std::vector<Communicator*> raw;
-      for (auto& comm : comms) raw.push_back(comm.get());
-      comm::OperationLocks locks(raw);
-      std::vector<PointToPoint> p2p;
-      for (auto& op : list) p2p.push_back(op.op);
-      log::ScopedRank scopedRank(raw.front()->rank());
-      return comm::execute(p2p);
-    };
-    if (stream == nullptr) {
-      inlineStatus = run();
-    } else {
-      stream->enqueue(std::move(run), comms);
+  if (ops.empty()) return Status::ok();
+  std::shared_ptr<comm::Stream> stream = ops.front().stream;
+  for (const GroupedOp& op : ops) {
+    if (op.stream != stream) {
+      return invalidUsage("the operations of one group use different streams; cc runs a group as one unit on one "
+                          "stream (use one stream, or one group per stream)");
     }
   }
-  return inlineStatus;
+  std::vector<std::shared_ptr<Communicator>> comms;
+  for (auto& op : ops) comms.push_back(op.comm);
+  std::sort(comms.begin(), comms.end());
+  comms.erase(std::unique(comms.begin(), comms.end()), comms.end());
+  // The task keeps the communicators alive, never the stream (it runs on that stream).
+  std::vector<PointToPoint> p2p;
+  for (auto& op : ops) p2p.push_back(op.op);
+  auto run = [p2p = std::move(p2p), comms]() mutable -> Status {
+    std::vector<Communicator*> raw;
+    for (auto& comm : comms) raw.push_back(comm.get());
+    comm::OperationLocks locks(raw);
+    log::ScopedRank scopedRank(raw.front()->rank());
+    return comm::execute(p2p);
+  };
+  if (stream == nullptr) return run();
+  stream->enqueue(std::move(run), comms);
+  return Status::ok();
 }
 
 Status pointToPoint(bool isSend, const void* buffer, size_t count, int type, int peer,
                     const std::shared_ptr<Communicator>& comm, ccComm_t handle, ccStream_t streamHandle) {
   const char* call = isSend ? "ccSend" : "ccRecv";
-  if (!comm) CC_TRY(lookup(handle).status());
+  if (!comm) {
+    Status missing = lookup(handle).status();
+    return missing.isOk() ? invalidArgument("comm is not a live communicator") : missing;
+  }
   CC_ASSIGN_OR_RETURN(size_t bytes, byteCount(count, type));
   if (buffer == nullptr && bytes > 0) {
     return invalidArgument(std::string(call) + ": " + (isSend ? "sendbuff" : "recvbuff") + " is NULL with count " +
@@ -179,7 +187,7 @@ Status pointToPoint(bool isSend, const void* buffer, size_t count, int type, int
     return invalidArgument(std::string(call) + ": peer " + std::to_string(peer) + " is out of range for a communicator of " +
                            std::to_string(comm->size()) + " ranks");
   }
-  CC_ASSIGN_OR_RETURN(comm::Stream * stream, lookupStream(streamHandle));
+  CC_ASSIGN_OR_RETURN(std::shared_ptr<comm::Stream> stream, lookupStream(streamHandle));
   PointToPoint op{comm.get(), isSend, static_cast<std::byte*>(const_cast<void*>(buffer)), bytes, peer,
                   isSend ? "send" : "recv"};
   if (gGroup.depth > 0) {
@@ -339,10 +347,18 @@ ccResult_t ccCommInitAll(ccComm_t* comms, int ndev, const int* devlist) {
     CC_ASSIGN_OR_RETURN(wire::UniqueIdContents id, bootstrap::startRoot(config));
     std::vector<Result<std::shared_ptr<Communicator>>> results(static_cast<size_t>(ndev), Status(ccInternalError, "not run"));
     std::vector<std::thread> threads;
-    for (int rank = 0; rank < ndev; ++rank) {
-      threads.emplace_back([&, rank] { results[static_cast<size_t>(rank)] = Communicator::create(id, ndev, rank, nullptr); });
+    Status started;
+    for (int rank = 0; rank < ndev && started.isOk(); ++rank) {
+      try {
+        threads.emplace_back([&, rank] { results[static_cast<size_t>(rank)] = Communicator::create(id, ndev, rank, nullptr); });
+      } catch (const std::system_error& error) {
+        // The ranks already started cannot finish without this one; they fail at the
+        // bootstrap deadline, and we wait for them before reporting.
+        started = Status(ccSystemError, std::string("ccCommInitAll: cannot start a thread: ") + error.what());
+      }
     }
     for (auto& thread : threads) thread.join();
+    CC_TRY(started);
     for (auto& result : results) {
       if (!result.isOk()) return result.status().withContext("ccCommInitAll");
     }
@@ -476,7 +492,7 @@ ccResult_t ccBarrier(ccComm_t handle, ccStream_t streamHandle) {
   return guarded(nullptr, [&]() -> Status {
     CC_ASSIGN_OR_RETURN(auto comm, lookup(handle));
     if (gGroup.depth > 0) return invalidUsage("ccBarrier cannot be called inside ccGroupStart/ccGroupEnd");
-    CC_ASSIGN_OR_RETURN(comm::Stream * stream, lookupStream(streamHandle));
+    CC_ASSIGN_OR_RETURN(std::shared_ptr<comm::Stream> stream, lookupStream(streamHandle));
     if (stream != nullptr) {
       stream->enqueue([comm] { return barrier(*comm); }, {comm});
       return Status::ok();
@@ -490,7 +506,7 @@ ccResult_t ccBarrier(ccComm_t handle, ccStream_t streamHandle) {
 ccResult_t ccStreamCreate(ccStream_t* stream) {
   return guarded(nullptr, [&]() -> Status {
     if (stream == nullptr) return invalidArgument("ccStreamCreate: stream is NULL");
-    auto* handle = new ccStream{std::make_unique<comm::Stream>()};
+    auto* handle = new ccStream{std::make_shared<comm::Stream>()};
     std::lock_guard lock(gHandlesMutex);
     gStreams.insert(handle);
     *stream = handle;
@@ -501,7 +517,7 @@ ccResult_t ccStreamCreate(ccStream_t* stream) {
 ccResult_t ccStreamSynchronize(ccStream_t handle) {
   return guarded(nullptr, [&]() -> Status {
     if (handle == nullptr) return Status::ok();  // the NULL stream never has anything pending
-    CC_ASSIGN_OR_RETURN(comm::Stream * stream, lookupStream(handle));
+    CC_ASSIGN_OR_RETURN(std::shared_ptr<comm::Stream> stream, lookupStream(handle));
     return stream->synchronize();
   });
 }
@@ -509,7 +525,7 @@ ccResult_t ccStreamSynchronize(ccStream_t handle) {
 ccResult_t ccStreamQuery(ccStream_t handle) {
   return guarded(nullptr, [&]() -> Status {
     if (handle == nullptr) return Status::ok();
-    CC_ASSIGN_OR_RETURN(comm::Stream * stream, lookupStream(handle));
+    CC_ASSIGN_OR_RETURN(std::shared_ptr<comm::Stream> stream, lookupStream(handle));
     return stream->query();
   });
 }

@@ -6,12 +6,17 @@
 // SCM_RIGHTS); others open CC_NSOCKS_PERTHREAD TCP sockets. The listeners close when all
 // expected peers have connected, so nothing stays open to strangers.
 #include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "comm/communicator.h"
 #include "core/auth.h"
@@ -142,6 +147,61 @@ Result<std::unique_ptr<transport::Channel>> shmAccept(int peer, FileDescriptor c
                         final.canReadYou != 0, config);
 }
 
+// Authenticated connections, handed from the handshake threads to the accepting loop.
+struct Handshake {
+  FileDescriptor fd;
+  bool isUnix = false;
+  uint64_t context = 0;
+};
+
+struct HandshakeQueue {
+  std::mutex mutex;
+  std::vector<Handshake> finished;
+  std::atomic<int> inFlight{0};
+  FileDescriptor wake{eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
+
+  std::vector<Handshake> takeFinished() {
+    uint64_t drained = 0;
+    ssize_t ignored = ::read(wake.get(), &drained, sizeof(drained));
+    (void)ignored;
+    std::lock_guard lock(mutex);
+    return std::exchange(finished, {});
+  }
+};
+
+constexpr int kMaxPendingHandshakes = 64;
+
+void startHandshake(const std::shared_ptr<HandshakeQueue>& queue, FileDescriptor fd, bool isUnix,
+                    const wire::Secret& secret, Deadline deadline) {
+  if (queue->inFlight.load() >= kMaxPendingHandshakes) {
+    log::warn("dropped a connection to this rank's {} listener: {} handshakes already pending", isUnix ? "unix" : "tcp",
+              kMaxPendingHandshakes);
+    return;
+  }
+  queue->inFlight.fetch_add(1);
+  auto work = [queue, fd = std::make_shared<FileDescriptor>(std::move(fd)), isUnix, secret, deadline]() {
+    uint64_t context = 0;
+    Status status = auth::serverHandshake(fd->get(), secret, isUnix ? wire::Purpose::kPeerShm : wire::Purpose::kPeerTcp,
+                                          context, deadline);
+    if (status.isOk()) {
+      std::lock_guard lock(queue->mutex);
+      queue->finished.push_back(Handshake{std::move(*fd), isUnix, context});
+    } else {
+      log::warn("dropped a connection to this rank's {} listener: {}", isUnix ? "unix" : "tcp", status.message());
+    }
+    queue->inFlight.fetch_sub(1);
+    uint64_t one = 1;
+    ssize_t ignored = ::write(queue->wake.get(), &one, sizeof(one));
+    (void)ignored;
+  };
+  try {
+    std::thread(std::move(work)).detach();
+  } catch (const std::system_error& error) {
+    queue->inFlight.fetch_sub(1);
+    log::warn("dropped a connection: cannot start a handshake thread: {}", error.what());
+  }
+}
+
 }  // namespace
 
 Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, const wire::Secret& secret,
@@ -188,7 +248,8 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
     const wire::PeerInfo& info = peers[static_cast<size_t>(peer)];
     std::string who = "connecting to rank " + std::to_string(peer);
     if (useShm[static_cast<size_t>(peer)]) {
-      auto control = connectUnix(info.unixName, deadline);
+      // The table arrived, so every listener was up: a refusal means the peer is gone.
+      auto control = connectUnix(info.unixName, deadline, /*retryRefused=*/false);
       if (!control.isOk()) return control.status().withContext(who);
       CC_TRY(auth::clientHandshake(control->get(), secret, wire::Purpose::kPeerShm, packContext(rank_, 1, 0), deadline)
                  .withContext(who));
@@ -199,7 +260,7 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
       std::vector<FileDescriptor> sockets;
       int count = config.tcpSocketsPerPeer;
       for (int index = 0; index < count; ++index) {
-        auto socket = connectTcp(info.tcpAddress, deadline);
+        auto socket = connectTcp(info.tcpAddress, deadline, /*retryRefused=*/false);
         if (!socket.isOk()) return socket.status().withContext(who);
         CC_TRY(auth::clientHandshake(socket->get(), secret, wire::Purpose::kPeerTcp, packContext(rank_, count, index),
                                      deadline)
@@ -210,13 +271,16 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
     }
   }
 
-  // Phase 2: accept every higher rank. Connections that fail authentication or say
-  // something unexpected are dropped and logged; we keep waiting for the real peers.
+  // Phase 2: accept every higher rank. Each new connection authenticates on its own
+  // short-lived thread (at most kMaxPendingHandshakes at once), so a stranger that
+  // connects and says nothing delays no one. Connections that fail authentication or
+  // say something unexpected are dropped and logged; we keep waiting for the real peers.
+  auto handshakes = std::make_shared<HandshakeQueue>();
   std::map<int, std::vector<FileDescriptor>> pendingTcp;
   int missing = nranks_ - 1 - rank_;
   while (missing > 0) {
-    pollfd entries[2] = {{tcpListener.get(), POLLIN, 0}, {unixListener.get(), POLLIN, 0}};
-    int rc = ::poll(entries, 2, std::min(deadline.remainingMs(), 100));
+    pollfd entries[3] = {{tcpListener.get(), POLLIN, 0}, {unixListener.get(), POLLIN, 0}, {handshakes->wake.get(), POLLIN, 0}};
+    int rc = ::poll(entries, 3, std::min(deadline.remainingMs(), 100));
     if (deadline.expired()) {
       std::string list;
       for (int peer = rank_ + 1; peer < nranks_; ++peer) {
@@ -224,26 +288,35 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
       }
       return timeoutError("timed out waiting for ranks" + list + " to connect");
     }
+    // A peer on this host that died after registering will never connect: say so now
+    // rather than at the deadline.
+    for (int peer = rank_ + 1; peer < nranks_; ++peer) {
+      const wire::PeerInfo& info = peers[static_cast<size_t>(peer)];
+      if (channels_[static_cast<size_t>(peer)] || info.hostHash != myHost) continue;
+      if (kill(static_cast<pid_t>(info.pid), 0) != 0 && errno == ESRCH) {
+        return remoteError("rank " + std::to_string(peer) + " (pid " + std::to_string(info.pid) +
+                           ") exited while the communicator was being set up");
+      }
+    }
     if (rc <= 0) continue;
     for (int which = 0; which < 2; ++which) {
       if ((entries[which].revents & POLLIN) == 0) continue;
       int fd = ::accept4(entries[which].fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) continue;
-      FileDescriptor connection(fd);
-      bool isUnix = which == 1;
-      if (!isUnix) setTcpOptions(fd);
-      uint64_t context = 0;
-      Deadline authDeadline(std::min(deadline.when(), Clock::now() + std::chrono::milliseconds(kStrangerAuthMs)));
-      Status status = auth::serverHandshake(fd, secret, isUnix ? wire::Purpose::kPeerShm : wire::Purpose::kPeerTcp,
-                                            context, authDeadline);
-      if (!status.isOk()) {
-        log::warn("dropped a connection to this rank's {} listener: {}", isUnix ? "unix" : "tcp", status.message());
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE) std::this_thread::sleep_for(std::chrono::milliseconds(10));
         continue;
       }
+      bool isUnix = which == 1;
+      if (!isUnix) setTcpOptions(fd);
+      startHandshake(handshakes, FileDescriptor(fd), isUnix, secret,
+                     Deadline(std::min(deadline.when(), Clock::now() + std::chrono::milliseconds(kStrangerAuthMs))));
+    }
+    for (Handshake& done : handshakes->takeFinished()) {
       int peer = 0;
       int sockets = 0;
       int index = 0;
-      unpackContext(context, peer, sockets, index);
+      unpackContext(done.context, peer, sockets, index);
+      bool isUnix = done.isUnix;
       bool valid = peer > rank_ && peer < nranks_ && !channels_[static_cast<size_t>(peer)] &&
                    useShm[static_cast<size_t>(std::min(peer, nranks_ - 1))] == isUnix &&
                    (isUnix ? (sockets == 1 && index == 0) : (sockets >= 1 && index < sockets));
@@ -253,7 +326,7 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
         continue;
       }
       if (isUnix) {
-        auto channel = shmAccept(peer, std::move(connection), config, *doorbell_, probe, deadline);
+        auto channel = shmAccept(peer, std::move(done.fd), config, *doorbell_, probe, deadline);
         if (!channel.isOk()) return channel.status().withContext("accepting rank " + std::to_string(peer));
         channels_[static_cast<size_t>(peer)] = std::move(channel).value();
         --missing;
@@ -265,7 +338,7 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
         log::warn("dropped a duplicate tcp connection from rank {}", peer);
         continue;
       }
-      list[static_cast<size_t>(index)] = std::move(connection);
+      list[static_cast<size_t>(index)] = std::move(done.fd);
       bool complete = std::all_of(list.begin(), list.end(), [](const FileDescriptor& s) { return s.valid(); });
       if (complete) {
         CC_TRY(addTcpChannel(peer, std::move(list)));

@@ -250,6 +250,11 @@ Status execute(std::span<PointToPoint> ops) {
   while (remaining > 0) {
     bool moved = progressAll();
     if (failed != nullptr) return fail(failure, failed);
+    // Checked on every pass, so that a transfer that never stops moving still ends
+    // promptly when another thread calls ccCommAbort.
+    for (Communicator* comm : comms) {
+      if (comm->aborted()) return fail(invalidUsage("communicator was aborted by ccCommAbort"), firstPending());
+    }
     if (moved) {
       idleSinceNs = -1;
       continue;
@@ -260,9 +265,6 @@ Status execute(std::span<PointToPoint> ops) {
       idleSinceNs = now;
       lastProgressNs = now;
       idleRounds = 0;
-    }
-    for (Communicator* comm : comms) {
-      if (comm->aborted()) return fail(invalidUsage("communicator was aborted by ccCommAbort"), firstPending());
     }
     if (now - lastProgressNs > timeoutNs) {
       return fail(timeoutError(fmt::format("nothing moved for {} ms (CC_TIMEOUT_MS); still waiting on", config.timeoutMs)),

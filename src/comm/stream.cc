@@ -34,7 +34,12 @@ void Stream::run() {
       entry = std::move(queue_.front());
       queue_.pop_front();
     }
-    Status status = entry.task();
+    Status status;
+    try {
+      status = entry.task();
+    } catch (const std::exception& error) {
+      status = Status(ccSystemError, std::string("stream operation failed: ") + error.what());
+    }
     if (!status.isOk()) {
       for (auto& comm : entry.comms) {
         comm->setAsyncError(status.code());

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "core/auth.h"
@@ -67,9 +68,18 @@ struct RootState {
   int registered = 0;
   bool finished = false;
   FileDescriptor wake{eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};  // a registration arrived
+  std::atomic<int> handshakesInFlight{0};
 };
 
+// Strangers may open many connections at once; beyond this many unauthenticated ones
+// the root drops new connections at once instead of starting threads for them.
+constexpr int kMaxPendingHandshakes = 256;
+
 void handleConnection(std::shared_ptr<RootState> state, FileDescriptor fd, std::string from) {
+  struct InFlight {
+    RootState& state;
+    ~InFlight() { state.handshakesInFlight.fetch_sub(1); }
+  } inFlight{*state};
   Deadline deadline = Deadline::afterMs(kAuthTimeoutMs);
   uint64_t context = 0;
   Status status = auth::serverHandshake(fd.get(), state->secret, wire::Purpose::kRootRegister, context, deadline);
@@ -129,11 +139,27 @@ void runRoot(std::shared_ptr<RootState> state, FileDescriptor listener, int64_t 
     sockaddr_storage peer{};
     socklen_t length = sizeof(peer);
     int fd = ::accept4(listener.get(), reinterpret_cast<sockaddr*>(&peer), &length, SOCK_CLOEXEC);
-    if (fd < 0) continue;
+    if (fd < 0) {
+      // Out of descriptors: the listener stays readable, so back off instead of spinning.
+      if (errno == EMFILE || errno == ENFILE) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
+    FileDescriptor connection(fd);
     SocketAddress from;
     from.storage = peer;
     from.length = length;
-    std::thread(handleConnection, state, FileDescriptor(fd), from.toString()).detach();
+    if (state->handshakesInFlight.load() >= kMaxPendingHandshakes) {
+      log::warn("bootstrap root: dropped connection from {}: {} handshakes already pending", from.toString(),
+                kMaxPendingHandshakes);
+      continue;
+    }
+    state->handshakesInFlight.fetch_add(1);
+    try {
+      std::thread(handleConnection, state, std::move(connection), from.toString()).detach();
+    } catch (const std::system_error& error) {
+      state->handshakesInFlight.fetch_sub(1);
+      log::warn("bootstrap root: dropped connection from {}: cannot start a thread: {}", from.toString(), error.what());
+    }
   }
   unregisterRootFd(listener.get());
   listener.reset();
@@ -172,6 +198,23 @@ uint64_t fnv1a(const std::string& text, uint64_t hash = 1469598103934665603ull) 
   return hash;
 }
 
+// Starts the root's thread; its listener is registered for the atfork handler first (the
+// thread may unregister it as soon as it runs) and unregistered again if no thread starts.
+Status launchRoot(FileDescriptor listener, const SocketAddress& bound, const wire::Secret& secret, int64_t timeoutMs) {
+  auto state = std::make_shared<RootState>();
+  state->secret = secret;
+  int fd = listener.get();
+  registerRootFd(fd);
+  try {
+    std::thread(runRoot, state, std::move(listener), timeoutMs).detach();
+  } catch (const std::system_error& error) {
+    unregisterRootFd(fd);
+    return Status(ccSystemError, std::string("cannot start the bootstrap root's thread: ") + error.what());
+  }
+  log::info("bootstrap root listening on {}", bound.toString());
+  return Status::ok();
+}
+
 }  // namespace
 
 std::string hostName() {
@@ -199,12 +242,7 @@ uint64_t hostHash() {
 Status startRootAt(const SocketAddress& address, const wire::Secret& secret, int64_t timeoutMs) {
   SocketAddress bound = address;
   CC_ASSIGN_OR_RETURN(FileDescriptor listener, listenTcp(bound));
-  auto state = std::make_shared<RootState>();
-  state->secret = secret;
-  registerRootFd(listener.get());
-  log::info("bootstrap root listening on {}", bound.toString());
-  std::thread(runRoot, state, std::move(listener), timeoutMs).detach();
-  return Status::ok();
+  return launchRoot(std::move(listener), bound, secret, timeoutMs);
 }
 
 Result<wire::UniqueIdContents> startRoot(const Config& config) {
@@ -214,11 +252,7 @@ Result<wire::UniqueIdContents> startRoot(const Config& config) {
   SocketAddress bound = id.rootAddress;
   CC_ASSIGN_OR_RETURN(FileDescriptor listener, listenTcp(bound));
   id.rootAddress = bound;
-  auto state = std::make_shared<RootState>();
-  state->secret = id.secret;
-  registerRootFd(listener.get());
-  log::info("bootstrap root listening on {}", bound.toString());
-  std::thread(runRoot, state, std::move(listener), config.timeoutMs).detach();
+  CC_TRY(launchRoot(std::move(listener), bound, id.secret, config.timeoutMs));
   return id;
 }
 

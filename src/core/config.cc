@@ -48,6 +48,10 @@ Result<Config> Config::fromEnvironment() {
   config.shmUseCma = useCma != 0;
   CC_TRY(readInto("CC_FLIGHT_RECORDER_ENTRIES", 1, 1 << 20, config.flightRecorderEntries));
   config.shmSlotBytes = (config.shmSlotBytes + 63) / 64 * 64;
+  if ((config.shmSlots & (config.shmSlots - 1)) != 0) {
+    // Slot indices come from 32-bit counters; only a power of two divides 2^32.
+    return invalidArgument("CC_SHM_SLOTS=" + std::to_string(config.shmSlots) + " is not a power of two");
+  }
 
   if (const char* text = std::getenv("CC_TRANSPORT"); text != nullptr && *text != '\0') {
     if (strcasecmp(text, "shm") == 0) {

@@ -172,7 +172,7 @@ void setTcpOptions(int fd) {
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 }
 
-Result<FileDescriptor> connectTcp(const SocketAddress& address, const Deadline& deadline) {
+Result<FileDescriptor> connectTcp(const SocketAddress& address, const Deadline& deadline, bool retryRefused) {
   auto backoff = std::chrono::milliseconds(1);
   while (true) {
     FileDescriptor fd(::socket(address.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -189,6 +189,9 @@ Result<FileDescriptor> connectTcp(const SocketAddress& address, const Deadline& 
       CC_TRY(setNonBlocking(fd.get(), false));
       setTcpOptions(fd.get());
       return fd;
+    }
+    if (error == ECONNREFUSED && !retryRefused) {
+      return remoteError("connect to " + address.toString() + ": connection refused (the peer is gone)");
     }
     if (error != ECONNREFUSED && error != ETIMEDOUT && error != EAGAIN && error != ENETUNREACH) {
       return systemError("connect to " + address.toString(), error);
@@ -211,16 +214,27 @@ Result<FileDescriptor> listenUnix(const std::string& abstractName) {
   return fd;
 }
 
-Result<FileDescriptor> connectUnix(const std::string& abstractName, const Deadline& deadline) {
+Result<FileDescriptor> connectUnix(const std::string& abstractName, const Deadline& deadline, bool retryRefused) {
   socklen_t length = 0;
   sockaddr_un address = abstractAddress(abstractName, length);
   while (true) {
-    FileDescriptor fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    // Non-blocking: a full backlog must not block us past the deadline.
+    FileDescriptor fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd.valid()) return systemError("socket(AF_UNIX)", errno);
-    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&address), length) == 0) return fd;
-    int error = errno;
-    if (error != ECONNREFUSED && error != EAGAIN && error != ENOENT) {
-      return systemError("connect unix @" + abstractName, error);
+    int rc = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&address), length);
+    int error = rc == 0 ? 0 : errno;
+    if (error == EAGAIN || error == EINPROGRESS) {
+      CC_TRY(waitFor(fd.get(), POLLOUT, deadline, "connect to a unix socket"));
+      socklen_t errorLength = sizeof(error);
+      getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &errorLength);
+    }
+    if (error == 0) {
+      CC_TRY(setNonBlocking(fd.get(), false));
+      return fd;
+    }
+    if ((error != ECONNREFUSED && error != ENOENT) || !retryRefused) {
+      return Status(error == ECONNREFUSED ? ccRemoteError : ccSystemError,
+                    "connect unix @" + abstractName + ": " + std::strerror(error));
     }
     if (deadline.expired()) return timeoutError("timed out connecting to unix @" + abstractName);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

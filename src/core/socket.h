@@ -79,13 +79,16 @@ Result<SocketAddress> chooseInterfaceAddress(const std::string& ifname, int fami
 // Listening TCP socket on `address` (port 0 picks a free port); the bound address is
 // written back into `address`.
 Result<FileDescriptor> listenTcp(SocketAddress& address, int backlog = SOMAXCONN);
-// Connects, retrying refused connections until the deadline (the listener may not be
-// up yet). The socket returned is blocking with TCP_NODELAY set.
-Result<FileDescriptor> connectTcp(const SocketAddress& address, const Deadline& deadline);
+// Connects, retrying refused connections until the deadline when `retryRefused` (the
+// listener may not be up yet: the bootstrap root); without it a refusal is a
+// ccRemoteError at once (a peer whose listener was up and is gone). The socket returned
+// is blocking with TCP_NODELAY set.
+Result<FileDescriptor> connectTcp(const SocketAddress& address, const Deadline& deadline, bool retryRefused = true);
 
 // Abstract-namespace Unix sockets (the name is given without the leading NUL).
 Result<FileDescriptor> listenUnix(const std::string& abstractName);
-Result<FileDescriptor> connectUnix(const std::string& abstractName, const Deadline& deadline);
+Result<FileDescriptor> connectUnix(const std::string& abstractName, const Deadline& deadline,
+                                   bool retryRefused = true);
 
 // Accepts one connection, waiting at most until the deadline.
 Result<FileDescriptor> acceptWithDeadline(int listenFd, const Deadline& deadline);

@@ -346,7 +346,9 @@ Result<ShmSetup> parseShmSetup(std::span<const std::byte> bytes) {
   CC_TRY(reader.u64(setup.probeAddress));
   CC_TRY(reader.u64(setup.probeValue));
   CC_TRY(reader.expectEnd());
-  if (setup.slots < 2 || setup.slots > 1024) return remoteError("shm setup: " + std::to_string(setup.slots) + " slots");
+  if (setup.slots < 2 || setup.slots > 1024 || (setup.slots & (setup.slots - 1)) != 0) {
+    return remoteError("shm setup: " + std::to_string(setup.slots) + " slots (must be a power of two in [2, 1024])");
+  }
   if (setup.slotBytes < 4096 || setup.slotBytes > (64u << 20) || setup.slotBytes % 64 != 0) {
     return remoteError("shm setup: slot of " + std::to_string(setup.slotBytes) + " bytes");
   }

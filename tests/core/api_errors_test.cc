@@ -167,6 +167,33 @@ TEST_F(ApiErrors, StreamHandles) {
   expectMessageNames("stream");
 }
 
+TEST_F(ApiErrors, AGroupMustUseOneStream) {
+  ccStream_t stream = nullptr;
+  ASSERT_EQ(ccStreamCreate(&stream), ccSuccess);
+  char received[8] = {};
+  ASSERT_EQ(ccGroupStart(), ccSuccess);
+  ASSERT_EQ(ccSend(buffer_, 8, ccInt8, 0, comm_, stream), ccSuccess);
+  ASSERT_EQ(ccRecv(received, 8, ccInt8, 0, comm_, nullptr), ccSuccess);
+  EXPECT_EQ(ccGroupEnd(), ccInvalidUsage);
+  expectMessageNames("different streams");
+  ASSERT_EQ(ccStreamDestroy(stream), ccSuccess);
+}
+
+// Destroying a stream that a pending group refers to must not free it under the group.
+TEST_F(ApiErrors, StreamDestroyedInsideAGroupStillRunsTheGroup) {
+  ccStream_t stream = nullptr;
+  ASSERT_EQ(ccStreamCreate(&stream), ccSuccess);
+  char received[8] = {};
+  for (int i = 0; i < 8; ++i) buffer_[i] = static_cast<char>(10 + i);
+  ASSERT_EQ(ccGroupStart(), ccSuccess);
+  ASSERT_EQ(ccSend(buffer_, 8, ccInt8, 0, comm_, stream), ccSuccess);
+  ASSERT_EQ(ccRecv(received, 8, ccInt8, 0, comm_, stream), ccSuccess);
+  ASSERT_EQ(ccStreamDestroy(stream), ccSuccess);
+  EXPECT_EQ(ccGroupEnd(), ccSuccess) << ccGetLastError(nullptr);
+  // The group ran on the stream's worker before the stream went away.
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(received[i], 10 + i);
+}
+
 TEST_F(ApiErrors, StreamReportsAnAsyncError) {
   ccStream_t stream = nullptr;
   ASSERT_EQ(ccStreamCreate(&stream), ccSuccess);

@@ -124,6 +124,8 @@ TEST(Wire, ShmSetupBoundsGeometry) {
   ASSERT_TRUE(parseShmSetup(encodeShmSetup(setup)).isOk());
   setup.slots = 1;
   EXPECT_FALSE(parseShmSetup(encodeShmSetup(setup)).isOk());
+  setup.slots = 12;  // not a power of two: 32-bit slot counters would collide at the wrap
+  EXPECT_FALSE(parseShmSetup(encodeShmSetup(setup)).isOk());
   setup.slots = 8;
   setup.slotBytes = 100;
   EXPECT_FALSE(parseShmSetup(encodeShmSetup(setup)).isOk());

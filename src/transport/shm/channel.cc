@@ -1,5 +1,6 @@
 #include "transport/shm/channel.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -61,10 +62,15 @@ size_t RingGeometry::ringBytes() const {
 }
 
 Result<PairMemory> PairMemory::create(const RingGeometry& geometry) {
-  FileDescriptor fd(memfd_create("cc-shm-pair", MFD_CLOEXEC));
+  FileDescriptor fd(memfd_create("cc-shm-pair", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) return systemError("memfd_create(shm pair)", errno);
   if (ftruncate(fd.get(), static_cast<off_t>(geometry.pairBytes())) != 0) {
     return systemError("ftruncate(shm pair)", errno);
+  }
+  // Sealed at its size: a peer cannot shrink it under us (which would make our loads
+  // fault with SIGBUS).
+  if (fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    return systemError("fcntl(F_ADD_SEALS)", errno);
   }
   return attach(std::move(fd), geometry);
 }
@@ -72,6 +78,8 @@ Result<PairMemory> PairMemory::create(const RingGeometry& geometry) {
 Result<PairMemory> PairMemory::attach(FileDescriptor fd, const RingGeometry& geometry) {
   struct stat info {};
   if (fstat(fd.get(), &info) != 0) return systemError("fstat(shm pair)", errno);
+  int seals = fcntl(fd.get(), F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) return remoteError("shm pair memory is not sealed against shrinking");
   if (static_cast<size_t>(info.st_size) != geometry.pairBytes()) {
     return remoteError("shm pair memory is " + std::to_string(info.st_size) + " bytes, expected " +
                        std::to_string(geometry.pairBytes()));
@@ -154,10 +162,10 @@ Result<Progress> ShmChannel::progressSend(Transfer& transfer) {
   return moved ? Progress::kMoved : Progress::kIdle;
 }
 
-Result<Progress> ShmChannel::receiveByAddress(Transfer& transfer, const SlotHeader& slot) {
+Result<Progress> ShmChannel::receiveByAddress(Transfer& transfer, uint64_t sourceAddress) {
   size_t piece = std::min(kCmaPieceBytes, transfer.bytes - transfer.progressed);
   iovec local{transfer.data + transfer.progressed, piece};
-  iovec remote{reinterpret_cast<void*>(slot.sourceAddress + transfer.progressed), piece};
+  iovec remote{reinterpret_cast<void*>(sourceAddress + transfer.progressed), piece};
   ssize_t n = process_vm_readv(peerPid_, &local, 1, &remote, 1, 0);
   if (n < 0) {
     if (errno == ESRCH) return remoteError("rank " + std::to_string(peer()) + " exited during a transfer");
@@ -174,22 +182,30 @@ Result<Progress> ShmChannel::progressRecv(Transfer& transfer) {
   while (!transfer.started || transfer.progressed < transfer.bytes) {
     SlotHeader& slot = slotHeader(recvRing_, geometry_, recvTail_);
     if (slot.published.load(std::memory_order_seq_cst) != recvTail_ + 1) break;  // not published yet
-    // The slot is written by another process: check everything before using it.
-    if (slot.messageBytes != transfer.bytes) {
+    // The slot is written by another process: read each field exactly once (volatile)
+    // and check the copies, so that what is checked is what is used.
+    const volatile SlotHeader& shared = slot;
+    const uint32_t mode = shared.mode;
+    const uint64_t messageBytes = shared.messageBytes;
+    const uint64_t offset = shared.offset;
+    const uint64_t payloadBytes = shared.payloadBytes;
+    const uint64_t sourceAddress = shared.sourceAddress;
+    if (messageBytes != transfer.bytes) {
       return invalidUsage("message size mismatch: this rank receives " + std::to_string(transfer.bytes) +
-                          " bytes from rank " + std::to_string(peer()) + ", which sent " +
-                          std::to_string(slot.messageBytes));
+                          " bytes from rank " + std::to_string(peer()) + ", which sent " + std::to_string(messageBytes));
     }
-    if (slot.mode == kInline) {
-      if (slot.offset != transfer.progressed || slot.payloadBytes > geometry_.slotBytes ||
-          slot.payloadBytes > transfer.bytes - transfer.progressed) {
+    if (mode == kInline) {
+      if (offset != transfer.progressed || payloadBytes > geometry_.slotBytes ||
+          payloadBytes > transfer.bytes - transfer.progressed) {
         return remoteError("shm ring from rank " + std::to_string(peer()) + " is corrupt (offset or length)");
       }
-      if (slot.payloadBytes > 0) std::memcpy(transfer.data + transfer.progressed, slotPayload(slot), slot.payloadBytes);
-      transfer.progressed += slot.payloadBytes;
+      const std::byte* source = payloadBytes <= kInlineBytes ? slot.inlineData
+                                                             : reinterpret_cast<std::byte*>(&slot) + sizeof(SlotHeader);
+      if (payloadBytes > 0) std::memcpy(transfer.data + transfer.progressed, source, payloadBytes);
+      transfer.progressed += payloadBytes;
       transfer.started = true;
-    } else if (slot.mode == kByAddress) {
-      auto result = receiveByAddress(transfer, slot);
+    } else if (mode == kByAddress) {
+      auto result = receiveByAddress(transfer, sourceAddress);
       if (!result.isOk()) return result;
       if (transfer.progressed < transfer.bytes) return Progress::kMoved;  // more pieces to read
     } else {

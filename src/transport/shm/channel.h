@@ -75,7 +75,7 @@ class ShmChannel final : public Channel {
   Status checkPeer() override;
 
  private:
-  Result<Progress> receiveByAddress(Transfer& transfer, const SlotHeader& slot);
+  Result<Progress> receiveByAddress(Transfer& transfer, uint64_t sourceAddress);
 
   PairMemory memory_;
   Doorbell peerDoorbell_;

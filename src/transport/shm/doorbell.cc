@@ -1,5 +1,6 @@
 #include "transport/shm/doorbell.h"
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -48,9 +49,12 @@ void sleep(DoorbellWord& bell, uint32_t observed, int64_t timeoutMicros) {
 }
 
 Result<Doorbell> Doorbell::create() {
-  FileDescriptor fd(memfd_create("cc-doorbell", MFD_CLOEXEC));
+  FileDescriptor fd(memfd_create("cc-doorbell", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) return systemError("memfd_create(doorbell)", errno);
   if (ftruncate(fd.get(), kPageBytes) != 0) return systemError("ftruncate(doorbell)", errno);
+  if (fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    return systemError("fcntl(F_ADD_SEALS)", errno);
+  }
   return attach(std::move(fd));
 }
 
@@ -58,6 +62,8 @@ Result<Doorbell> Doorbell::attach(FileDescriptor fd) {
   struct stat info {};
   if (fstat(fd.get(), &info) != 0) return systemError("fstat(doorbell)", errno);
   if (static_cast<size_t>(info.st_size) < kPageBytes) return remoteError("doorbell memory is too small");
+  int seals = fcntl(fd.get(), F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) return remoteError("doorbell memory is not sealed against shrinking");
   void* address = mmap(nullptr, kPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (address == MAP_FAILED) return systemError("mmap(doorbell)", errno);
   Doorbell bell;

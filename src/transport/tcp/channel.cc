@@ -33,7 +33,7 @@ void TcpChannel::begin(Direction& direction, const Transfer& transfer) {
   direction.partDone.assign(direction.parts, 0);
   wire::Writer writer;
   writer.u32(kMessageMagic);
-  writer.u32(0);
+  writer.u32(static_cast<uint32_t>(direction.parts));  // the receiver checks it cut the same way
   writer.u64(transfer.bytes);
   std::memcpy(direction.header.data(), writer.bytes().data(), kHeaderBytes);
 }
@@ -139,6 +139,11 @@ Result<Progress> TcpChannel::progressRecv(Transfer& transfer) {
           if (bytes != transfer.bytes) {
             return invalidUsage("message size mismatch: this rank receives " + std::to_string(transfer.bytes) +
                                 " bytes from rank " + std::to_string(peer()) + ", which sent " + std::to_string(bytes));
+          }
+          if (flags != recv_.parts) {
+            return invalidUsage("rank " + std::to_string(peer()) + " cut a message over " + std::to_string(flags) +
+                                " sockets, this rank over " + std::to_string(recv_.parts) +
+                                ": CC_TCP_STRIPE_THRESHOLD and CC_NSOCKS_PERTHREAD must match on every rank");
           }
         }
       }
