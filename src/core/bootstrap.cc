@@ -122,14 +122,30 @@ void handleConnection(std::shared_ptr<RootState> state, FileDescriptor fd, std::
 
 void runRoot(std::shared_ptr<RootState> state, FileDescriptor listener, int64_t timeoutMs) {
   Deadline deadline = Deadline::afterMs(timeoutMs);
-  while (true) {
+  std::vector<pollfd> entries;
+  std::vector<int> entryRanks;
+  std::string lostRank;
+  while (lostRank.empty()) {
+    // Listen, and watch the ranks already registered: one that disconnects (its process
+    // died) can never be part of the communicator, so the others are told at once
+    // instead of at the deadline.
+    entries.assign({{listener.get(), POLLIN, 0}, {state->wake.get(), POLLIN, 0}});
+    entryRanks.assign(2, -1);
     {
       std::unique_lock lock(state->mutex);
       if (state->nranks > 0 && state->registered == state->nranks) break;
+      for (int r = 0; r < state->nranks; ++r) {
+        if (!state->ranks[static_cast<size_t>(r)].has_value()) continue;
+        entries.push_back({state->ranks[static_cast<size_t>(r)]->fd.get(), POLLRDHUP, 0});
+        entryRanks.push_back(r);
+      }
     }
     if (deadline.expired()) break;
-    pollfd entries[2] = {{listener.get(), POLLIN, 0}, {state->wake.get(), POLLIN, 0}};
-    int rc = ::poll(entries, 2, std::min(deadline.remainingMs(), 1000));
+    int rc = ::poll(entries.data(), entries.size(), std::min(deadline.remainingMs(), 1000));
+    for (size_t i = 2; rc > 0 && i < entries.size(); ++i) {
+      if ((entries[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) lostRank = std::to_string(entryRanks[i]);
+    }
+    if (!lostRank.empty()) break;
     if (rc <= 0 || (entries[0].revents & POLLIN) == 0) {
       uint64_t drained = 0;
       ssize_t ignored = ::read(state->wake.get(), &drained, sizeof(drained));
@@ -166,6 +182,11 @@ void runRoot(std::shared_ptr<RootState> state, FileDescriptor listener, int64_t 
 
   std::unique_lock lock(state->mutex);
   state->finished = true;
+  if (!lostRank.empty()) {
+    log::warn("bootstrap root: rank {} disconnected before all ranks registered; closing, so the others fail now",
+              lostRank);
+    return;
+  }
   if (state->nranks == 0 || state->registered < state->nranks) {
     std::string missing;
     for (int r = 0; r < state->nranks && missing.size() < 200; ++r) {

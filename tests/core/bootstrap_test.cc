@@ -63,6 +63,36 @@ TEST(Bootstrap, StrangersAreDroppedAndTheJobCompletes) {
   }());
 }
 
+// A rank that registers with the root and then dies can never join; the ranks waiting
+// for the table must hear so at once, not at CC_TIMEOUT_MS (5 minutes by default).
+TEST(Bootstrap, ARankThatDiesAfterRegisteringFailsTheOthersAtOnce) {
+  runRanks(2, [](RankContext& context) {
+    std::thread impostor;
+    if (context.rank == 0) {
+      // Plays rank 3 of 4 (rank 2 never comes): registers, then its process "dies".
+      impostor = std::thread([id = contentsOf(context.id)] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        Deadline deadline = Deadline::afterMs(5000);
+        auto fd = connectTcp(id.rootAddress, deadline);
+        ASSERT_TRUE(fd.isOk());
+        ASSERT_TRUE(auth::clientHandshake(fd->get(), id.secret, wire::Purpose::kRootRegister, 3, deadline).isOk());
+        wire::RegisterMessage message;
+        message.nranks = 4;
+        message.self.rank = 3;
+        message.self.hostName = "impostor";
+        ASSERT_TRUE(auth::sendFrame(fd->get(), wire::FrameType::kRegister, wire::encodeRegister(message), deadline).isOk());
+      });
+    }
+    auto start = std::chrono::steady_clock::now();
+    ccComm_t comm = nullptr;
+    ccResult_t result = ccCommInitRank(&comm, 4, context.id, context.rank);
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_NE(result, ccSuccess);
+    EXPECT_LT(elapsed, 3.0) << "waited " << elapsed << " s for a rank that had died";
+    if (impostor.joinable()) impostor.join();
+  });
+}
+
 // A client with the wrong secret is refused, and a server with the wrong secret cannot
 // fool a client either.
 TEST(Bootstrap, ChallengeResponseNeedsTheSameSecretOnBothSides) {
