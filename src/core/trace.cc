@@ -66,6 +66,10 @@ void FlightRecorder::finish(uint64_t sequence, OpState state, int64_t nowNs) {
   }
 }
 
+void FlightRecorder::setStart(uint64_t sequence, int64_t nowNs) {
+  if (OpRecord* record = find(sequence)) record->startNs = nowNs;
+}
+
 std::string FlightRecorder::dump(size_t count) const {
   if (!any_) return "  (no operations yet)\n";
   static const char* kStateNames[] = {"queued", "RUNNING", "done", "FAILED"};
@@ -79,7 +83,7 @@ std::string FlightRecorder::dump(size_t count) const {
     text += fmt::format("  #{} {}{}{} {} rank {}, {} bytes: {}", record.sequence, record.kind, plain ? "" : " ",
                         plain ? "" : record.direction, std::strcmp(record.direction, "send") == 0 ? "to" : "from",
                         record.peer, record.bytes, kStateNames[static_cast<int>(record.state)]);
-    if (record.state != OpState::kDone) {
+    if (record.state != OpState::kDone && record.startNs != 0) {
       int64_t end = record.endNs != 0 ? record.endNs : now;
       text += fmt::format(" after {:.3f} ms", static_cast<double>(end - record.startNs) / 1e6);
     }
