@@ -99,11 +99,16 @@ ccComm_t publish(std::shared_ptr<Communicator> impl) {
   return handle;
 }
 
+// A destroyed handle's memory is never reused: it stays as an empty tombstone (a few
+// bytes per communicator ever destroyed), so a stale handle can never alias a newer
+// communicator that happens to get the same address.
+std::vector<std::unique_ptr<ccComm>> gTombstones;
+
 std::shared_ptr<Communicator> unpublish(ccComm_t handle) {
   std::lock_guard lock(gHandlesMutex);
   if (gComms.erase(handle) == 0) return nullptr;
   auto impl = std::move(handle->impl);
-  delete handle;
+  gTombstones.emplace_back(handle);
   return impl;
 }
 

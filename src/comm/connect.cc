@@ -189,6 +189,7 @@ void startHandshake(const std::shared_ptr<HandshakeQueue>& queue, FileDescriptor
     } else {
       log::warn("dropped a connection to this rank's {} listener: {}", isUnix ? "unix" : "tcp", status.message());
     }
+    auth::releaseThreadState();
     queue->inFlight.fetch_sub(1);
     uint64_t one = 1;
     ssize_t ignored = ::write(queue->wake.get(), &one, sizeof(one));

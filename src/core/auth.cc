@@ -80,6 +80,8 @@ Status clientHandshake(int fd, const wire::Secret& secret, wire::Purpose purpose
   return Status::ok();
 }
 
+void releaseThreadState() { OPENSSL_thread_stop(); }
+
 Status sendFrame(int fd, wire::FrameType type, std::span<const std::byte> payload,
                  const Deadline& deadline) {
   if (payload.size() > wire::kMaxFrameBytes) return internalError("frame too large to send");

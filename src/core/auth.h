@@ -24,6 +24,11 @@ Status serverHandshake(int fd, const wire::Secret& secret, wire::Purpose expecte
 Status clientHandshake(int fd, const wire::Secret& secret, wire::Purpose purpose, uint64_t context,
                        const Deadline& deadline);
 
+// Frees OpenSSL's per-thread state. Threads of ours that authenticate and are not joined
+// (the root's, the listeners' handshake threads) call it before they end: otherwise a
+// process that exits while such a thread is ending leaks that state.
+void releaseThreadState();
+
 // Frames on an authenticated connection.
 Status sendFrame(int fd, wire::FrameType type, std::span<const std::byte> payload,
                  const Deadline& deadline);

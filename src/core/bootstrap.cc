@@ -78,7 +78,10 @@ constexpr int kMaxPendingHandshakes = 256;
 void handleConnection(std::shared_ptr<RootState> state, FileDescriptor fd, std::string from) {
   struct InFlight {
     RootState& state;
-    ~InFlight() { state.handshakesInFlight.fetch_sub(1); }
+    ~InFlight() {
+      auth::releaseThreadState();
+      state.handshakesInFlight.fetch_sub(1);
+    }
   } inFlight{*state};
   Deadline deadline = Deadline::afterMs(kAuthTimeoutMs);
   uint64_t context = 0;
@@ -121,6 +124,9 @@ void handleConnection(std::shared_ptr<RootState> state, FileDescriptor fd, std::
 }
 
 void runRoot(std::shared_ptr<RootState> state, FileDescriptor listener, int64_t timeoutMs) {
+  struct ReleaseOnExit {
+    ~ReleaseOnExit() { auth::releaseThreadState(); }
+  } release;
   Deadline deadline = Deadline::afterMs(timeoutMs);
   std::vector<pollfd> entries;
   std::vector<int> entryRanks;

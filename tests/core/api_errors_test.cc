@@ -107,6 +107,18 @@ TEST_F(ApiErrors, UseAfterDestroy) {
   EXPECT_EQ(ccCommDestroy(stale), ccInvalidArgument);
 }
 
+TEST_F(ApiErrors, AStaleHandleNeverAliasesANewCommunicator) {
+  ccComm_t stale = comm_;
+  ASSERT_EQ(ccCommDestroy(comm_), ccSuccess);
+  comm_ = nullptr;
+  ccUniqueId id;
+  ASSERT_EQ(ccGetUniqueId(&id), ccSuccess);
+  ASSERT_EQ(ccCommInitRank(&comm_, 1, id, 0), ccSuccess);
+  EXPECT_NE(comm_, stale) << "the new communicator reuses the destroyed one's handle";
+  int count = 0;
+  EXPECT_EQ(ccCommCount(stale, &count), ccInvalidArgument);
+}
+
 TEST_F(ApiErrors, GroupEndWithoutStart) {
   EXPECT_EQ(ccGroupEnd(), ccInvalidUsage);
   expectMessageNames("ccGroupStart");
