@@ -319,7 +319,7 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
       unpackContext(done.context, peer, sockets, index);
       bool isUnix = done.isUnix;
       bool valid = peer > rank_ && peer < nranks_ && !channels_[static_cast<size_t>(peer)] &&
-                   useShm[static_cast<size_t>(std::min(peer, nranks_ - 1))] == isUnix &&
+                   useShm[static_cast<size_t>(peer)] == isUnix &&
                    (isUnix ? (sockets == 1 && index == 0) : (sockets >= 1 && index < sockets));
       if (!valid) {
         log::warn("dropped an authenticated but unexpected connection (rank {}, socket {}/{}, {})", peer, index,

@@ -241,15 +241,6 @@ Result<FileDescriptor> connectUnix(const std::string& abstractName, const Deadli
   }
 }
 
-Result<FileDescriptor> acceptWithDeadline(int listenFd, const Deadline& deadline) {
-  while (true) {
-    CC_TRY(waitFor(listenFd, POLLIN, deadline, "accept a connection"));
-    int fd = ::accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd >= 0) return FileDescriptor(fd);
-    if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) return systemError("accept", errno);
-  }
-}
-
 Status setNonBlocking(int fd, bool nonBlocking) {
   int flags = fcntl(fd, F_GETFL, 0);
   if (flags < 0) return systemError("fcntl(F_GETFL)", errno);

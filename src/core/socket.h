@@ -90,9 +90,6 @@ Result<FileDescriptor> listenUnix(const std::string& abstractName);
 Result<FileDescriptor> connectUnix(const std::string& abstractName, const Deadline& deadline,
                                    bool retryRefused = true);
 
-// Accepts one connection, waiting at most until the deadline.
-Result<FileDescriptor> acceptWithDeadline(int listenFd, const Deadline& deadline);
-
 // Blocking exact-length I/O bounded by a deadline; EOF is a ccRemoteError.
 Status sendAll(int fd, std::span<const std::byte> data, const Deadline& deadline);
 Status recvAll(int fd, std::span<std::byte> data, const Deadline& deadline);

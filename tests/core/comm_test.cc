@@ -150,6 +150,21 @@ int freePort() {
   return ntohs(address.sin_port);
 }
 
+// ccCommInitFromEnv in the environment the caller set up gives this rank and size, and
+// the communicator works.
+void expectInitFromEnvGives(int expectedRank, int expectedSize) {
+  ccComm_t comm = nullptr;
+  CC_ASSERT_OK(ccCommInitFromEnv(&comm));
+  int rank = -1;
+  int count = 0;
+  CC_ASSERT_OK(ccCommUserRank(comm, &rank));
+  CC_ASSERT_OK(ccCommCount(comm, &count));
+  EXPECT_EQ(rank, expectedRank);
+  EXPECT_EQ(count, expectedSize);
+  CC_ASSERT_OK(ccBarrier(comm, nullptr));
+  CC_ASSERT_OK(ccCommDestroy(comm));
+}
+
 TEST(Launcher, TorchrunStyleEnvironment) {
   int port = freePort();
   runRanks(3, [port](RankContext& context) {
@@ -161,16 +176,7 @@ TEST(Launcher, TorchrunStyleEnvironment) {
     setenv("CC_BOOTSTRAP_SECRET", "test-secret", 1);
     unsetenv("PMIX_RANK");
     unsetenv("PMI_FD");
-    ccComm_t comm = nullptr;
-    CC_ASSERT_OK(ccCommInitFromEnv(&comm));
-    int rank = -1;
-    int count = 0;
-    CC_ASSERT_OK(ccCommUserRank(comm, &rank));
-    CC_ASSERT_OK(ccCommCount(comm, &count));
-    EXPECT_EQ(rank, context.rank);
-    EXPECT_EQ(count, 3);
-    CC_ASSERT_OK(ccBarrier(comm, nullptr));
-    CC_ASSERT_OK(ccCommDestroy(comm));
+    expectInitFromEnvGives(context.rank, 3);
   });
 }
 
@@ -265,16 +271,7 @@ TEST(Launcher, MpichPmi1Protocol) {
     setenv("PMI_FD", std::to_string(server.rankEnd(context.rank)).c_str(), 1);
     setenv("PMI_RANK", std::to_string(context.rank).c_str(), 1);
     setenv("PMI_SIZE", std::to_string(n).c_str(), 1);
-    ccComm_t comm = nullptr;
-    CC_ASSERT_OK(ccCommInitFromEnv(&comm));
-    int rank = -1;
-    int count = 0;
-    CC_ASSERT_OK(ccCommUserRank(comm, &rank));
-    CC_ASSERT_OK(ccCommCount(comm, &count));
-    EXPECT_EQ(rank, context.rank);
-    EXPECT_EQ(count, n);
-    CC_ASSERT_OK(ccBarrier(comm, nullptr));
-    CC_ASSERT_OK(ccCommDestroy(comm));
+    expectInitFromEnvGives(context.rank, n);
   });
 }
 

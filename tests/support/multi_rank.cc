@@ -21,8 +21,8 @@ ccComm_t RankContext::initComm() const {
 
 namespace {
 
-// In-process tests (ccCommInitAll, one-rank communicators) stay on loopback too, unless
-// the person running them chose an interface.
+// Tests must not send to the machine's other addresses: every test process, and the
+// ranks it forks, use loopback unless the person running them chose an interface.
 const bool kLoopbackByDefault = [] {
   setenv("CC_SOCKET_IFNAME", "lo", 0);
   return true;

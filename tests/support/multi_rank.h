@@ -24,9 +24,9 @@ struct RankContext {
 
 struct MultiRankOptions {
   int timeoutSeconds = 120;
-  // Set in every rank before the body runs. Sockets stay on loopback unless a test says
-  // otherwise: tests must not send to the machine's other addresses.
-  std::map<std::string, std::string> env = {{"CC_SOCKET_IFNAME", "lo"}};
+  // Set in every rank before the body runs. (Sockets stay on loopback: the support
+  // library sets CC_SOCKET_IFNAME=lo for the whole test process unless it is set.)
+  std::map<std::string, std::string> env;
   std::set<int> expectKilled;               // ranks that end by SIGKILL on purpose
 };
 
