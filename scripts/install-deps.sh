@@ -10,7 +10,15 @@ packages=(
   libopenmpi-dev openmpi-bin                 # mpirun, and Open MPI as the peer in cc-bench
   iproute2 gawk                              # network namespaces for the two-host tests
   clang libclang-rt-14-dev                   # libFuzzer
+  libopenblas-dev                            # GEMMs of the reference model
 )
+# ./scripts/install-deps.sh --demo adds the peers the demo compares against.
+if [ "${1:-}" = "--demo" ]; then
+  packages+=(
+    libgloo-dev                              # Gloo, the second peer of cc-bench
+    python3-torch libopenblas0-pthread       # PyTorch 1.13 (with OpenBLAS) for the training comparison
+  )
+fi
 
 missing=()
 for package in "${packages[@]}"; do

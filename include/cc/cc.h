@@ -133,6 +133,47 @@ ccResult_t ccGroupEnd(void);
 /* Returns once every rank of `comm` has entered the barrier. */
 ccResult_t ccBarrier(ccComm_t comm, ccStream_t stream);
 
+/* Collectives. NCCL's signatures and meaning: every rank of `comm` makes the same call
+ * (same collective, count, datatype, op and root) in the same order. Counts are in
+ * elements of `datatype`; a count of 0 is a valid no-op. sendbuff == recvbuff works in
+ * place; for all-gather in place means sendbuff == recvbuff + rank * sendcount elements,
+ * for reduce-scatter recvbuff == sendbuff + rank * recvcount elements.
+ *
+ * Results are bit-for-bit the same on every rank, and the same call on the same
+ * communicator gives the same bits every time. ccAvg is a sum followed by a division by
+ * the rank count; integer sums wrap; float16 and bfloat16 are reduced in float32 and
+ * rounded once per reduction step. CC_ALGO and CC_CHUNK_BYTES override the tuner
+ * (docs/CONFIG.md); CC_CHECK=1 verifies that every rank made the same call. */
+ccResult_t ccAllReduce(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype,
+                       ccRedOp_t op, ccComm_t comm, ccStream_t stream);
+/* Copies `count` elements of root's sendbuff into every rank's recvbuff (sendbuff is
+ * read only on the root). */
+ccResult_t ccBroadcast(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype,
+                       int root, ccComm_t comm, ccStream_t stream);
+/* Reduces every rank's sendbuff into root's recvbuff (recvbuff is written only on the
+ * root, and may be NULL elsewhere). */
+ccResult_t ccReduce(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype,
+                    ccRedOp_t op, int root, ccComm_t comm, ccStream_t stream);
+/* recvbuff (nranks * sendcount elements) receives every rank's sendbuff in rank order. */
+ccResult_t ccAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                       ccDataType_t datatype, ccComm_t comm, ccStream_t stream);
+/* sendbuff holds nranks * recvcount elements; rank i's recvbuff receives the reduction of
+ * everyone's block i. */
+ccResult_t ccReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                           ccDataType_t datatype, ccRedOp_t op, ccComm_t comm, ccStream_t stream);
+/* Block j (count elements) of sendbuff goes to rank j, which stores it as block i of its
+ * recvbuff (i = this rank). Both buffers hold nranks * count elements; in place is not
+ * supported (sendbuff and recvbuff must not overlap). */
+ccResult_t ccAllToAll(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype,
+                      ccComm_t comm, ccStream_t stream);
+/* All-to-all with per-peer counts and displacements in elements, as MPI_Alltoallv:
+ * sendcounts[j] elements at sendbuff + sdispls[j] go to rank j, and recvcounts[j]
+ * elements from rank j land at recvbuff + rdispls[j]. recvcounts[j] here must equal
+ * sendcounts[this rank] on rank j; a mismatch is an error, not a truncation. */
+ccResult_t ccAllToAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
+                       void* recvbuff, const size_t recvcounts[], const size_t rdispls[],
+                       ccDataType_t datatype, ccComm_t comm, ccStream_t stream);
+
 /* Streams: an ordered queue of operations that a background thread runs while the
  * caller computes. Buffers passed to a queued operation must stay valid until the
  * stream is synchronized. */
