@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "collectives/collective.h"
 #include "comm/communicator.h"
 #include "comm/executor.h"
 #include "comm/launcher.h"
@@ -137,6 +138,9 @@ struct GroupedOp {
   std::shared_ptr<Communicator> comm;
   PointToPoint op;
   std::shared_ptr<comm::Stream> stream;
+  // Set for a collective in a group: collectives run in call order, before the
+  // group's point-to-point operations.
+  std::shared_ptr<const collectives::CollectiveArgs> collective;
 };
 struct GroupState {
   int depth = 0;
@@ -163,12 +167,20 @@ Status launch(std::vector<GroupedOp> ops) {
   comms.erase(std::unique(comms.begin(), comms.end()), comms.end());
   // The task keeps the communicators alive, never the stream (it runs on that stream).
   std::vector<PointToPoint> p2p;
-  for (auto& op : ops) p2p.push_back(op.op);
-  auto run = [p2p = std::move(p2p), comms]() mutable -> Status {
+  std::vector<std::pair<Communicator*, std::shared_ptr<const collectives::CollectiveArgs>>> colls;
+  for (auto& op : ops) {
+    if (op.collective) {
+      colls.emplace_back(op.comm.get(), op.collective);
+    } else {
+      p2p.push_back(op.op);
+    }
+  }
+  auto run = [p2p = std::move(p2p), colls = std::move(colls), comms]() mutable -> Status {
     std::vector<Communicator*> raw;
     for (auto& comm : comms) raw.push_back(comm.get());
     comm::OperationLocks locks(raw);
     log::ScopedRank scopedRank(raw.front()->rank());
+    for (auto& [comm, args] : colls) CC_TRY(collectives::runCollective(*comm, *args));
     return comm::execute(p2p);
   };
   if (stream == nullptr) return run();
@@ -209,6 +221,134 @@ Status pointToPoint(bool isSend, const void* buffer, size_t count, int type, int
   }
   std::vector<GroupedOp> single{GroupedOp{comm, op, stream}};
   return launch(std::move(single));
+}
+
+// Whether [a, a+aBytes) and [b, b+bBytes) share a byte.
+bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
+  auto x = reinterpret_cast<uintptr_t>(a);
+  auto y = reinterpret_cast<uintptr_t>(b);
+  return aBytes > 0 && bBytes > 0 && x < y + bBytes && y < x + aBytes;
+}
+
+Result<size_t> multiply(size_t count, size_t factor, const char* what) {
+  if (factor != 0 && count > SIZE_MAX / factor) {
+    return invalidArgument(std::string(what) + " " + std::to_string(count) + " times " + std::to_string(factor) +
+                           " overflows size_t");
+  }
+  return count * factor;
+}
+
+// Checks a collective call against the communicator; fills in nothing, only refuses.
+Status validateCollective(const char* call, const collectives::CollectiveArgs& args, int rawOp, const Communicator& comm) {
+  using collectives::CollectiveKind;
+  const int n = comm.size();
+  const int me = comm.rank();
+  CC_ASSIGN_OR_RETURN(size_t bytes, byteCount(args.count, static_cast<int>(args.type)));
+  const bool reduces = args.kind == CollectiveKind::kAllReduce || args.kind == CollectiveKind::kReduce ||
+                       args.kind == CollectiveKind::kReduceScatter;
+  if (reduces && (rawOp < 0 || rawOp >= ccNumOps)) {
+    return invalidArgument(std::string(call) + ": op " + std::to_string(rawOp) + " is not a ccRedOp_t");
+  }
+  const bool rooted = args.kind == CollectiveKind::kBroadcast || args.kind == CollectiveKind::kReduce;
+  if (rooted && (args.root < 0 || args.root >= n)) {
+    return invalidArgument(std::string(call) + ": root " + std::to_string(args.root) +
+                           " is out of range for a communicator of " + std::to_string(n) + " ranks");
+  }
+  if (args.kind == CollectiveKind::kAllToAllv) return Status::ok();  // checked by the caller
+  size_t sendBytes = bytes;
+  size_t recvBytes = bytes;
+  const char* countName = "count";
+  if (args.kind == CollectiveKind::kAllGather) {
+    countName = "sendcount";
+    CC_ASSIGN_OR_RETURN(recvBytes, multiply(bytes, static_cast<size_t>(n), "sendcount bytes"));
+  } else if (args.kind == CollectiveKind::kReduceScatter) {
+    countName = "recvcount";
+    CC_ASSIGN_OR_RETURN(sendBytes, multiply(bytes, static_cast<size_t>(n), "recvcount bytes"));
+  } else if (args.kind == CollectiveKind::kAllToAll) {
+    CC_ASSIGN_OR_RETURN(sendBytes, multiply(bytes, static_cast<size_t>(n), "count bytes"));
+    recvBytes = sendBytes;
+  }
+  if (bytes == 0) return Status::ok();
+  const bool needsSend = !(args.kind == CollectiveKind::kBroadcast && me != args.root);
+  const bool needsRecv = !(args.kind == CollectiveKind::kReduce && me != args.root);
+  if (needsSend && args.send == nullptr) {
+    return invalidArgument(std::string(call) + ": sendbuff is NULL with " + countName + " " + std::to_string(args.count));
+  }
+  if (needsRecv && args.recv == nullptr) {
+    return invalidArgument(std::string(call) + ": recvbuff is NULL with " + countName + " " + std::to_string(args.count));
+  }
+  if (!needsSend || !needsRecv) return Status::ok();
+  const void* inPlaceSend = args.recv;
+  const void* sendBase = args.send;
+  if (args.kind == CollectiveKind::kAllGather) inPlaceSend = args.recv + bytes * static_cast<size_t>(me);
+  if (args.kind == CollectiveKind::kReduceScatter) sendBase = args.send + bytes * static_cast<size_t>(me);
+  const bool inPlace = args.kind == CollectiveKind::kReduceScatter ? sendBase == args.recv : args.send == inPlaceSend;
+  if (args.kind == CollectiveKind::kAllToAll && overlaps(args.send, sendBytes, args.recv, recvBytes)) {
+    return invalidArgument(std::string(call) + ": sendbuff and recvbuff overlap; all-to-all is not done in place");
+  }
+  if (!inPlace && overlaps(args.send, sendBytes, args.recv, recvBytes)) {
+    return invalidArgument(std::string(call) +
+                           ": sendbuff and recvbuff overlap without being the in-place layout (see cc.h)");
+  }
+  return Status::ok();
+}
+
+Status runOrQueue(const char* call, std::shared_ptr<collectives::CollectiveArgs> args,
+                  const std::shared_ptr<Communicator>& comm, ccStream_t streamHandle) {
+  CC_ASSIGN_OR_RETURN(std::shared_ptr<comm::Stream> stream, lookupStream(streamHandle));
+  if (gGroup.depth > 0) {
+    GroupedOp grouped{comm, PointToPoint{}, stream, std::move(args)};
+    gGroup.ops.push_back(std::move(grouped));
+    return Status::ok();
+  }
+  if (stream != nullptr) {
+    std::vector<GroupedOp> single;
+    single.push_back(GroupedOp{comm, PointToPoint{}, stream, std::move(args)});
+    return launch(std::move(single));
+  }
+  std::lock_guard lock(comm->operationMutex());
+  log::ScopedRank scopedRank(comm->rank());
+  (void)call;
+  return collectives::runCollective(*comm, *args);
+}
+
+// The common path of every collective entry point.
+template <typename Fill>
+ccResult_t collectiveEntry(const char* call, ccComm_t handle, ccStream_t stream, int rawOp, Fill&& fill) {
+  std::shared_ptr<Communicator> comm = tryLookup(handle);
+  ccResult_t result = guarded(comm.get(), [&]() -> Status {
+    if (!comm) {
+      Status missing = lookup(handle).status();
+      return (missing.isOk() ? invalidArgument("comm is not a live communicator") : missing).withContext(call);
+    }
+    auto args = std::make_shared<collectives::CollectiveArgs>();
+    CC_TRY(fill(*args, *comm));
+    CC_TRY(validateCollective(call, *args, rawOp, *comm));
+    Status status = runOrQueue(call, std::move(args), comm, stream);
+    if (status.isOk()) return status;
+    return status.withContext(std::string(call) + " on rank " + std::to_string(comm->rank()));
+  });
+  if (result != ccSuccess && gGroup.depth > 0 && gGroup.error.isOk()) gGroup.error = Status(result, gThreadLastError);
+  return result;
+}
+
+int rawRedOp(const ccRedOp_t* op) {
+  int raw = 0;
+  static_assert(sizeof(*op) == sizeof(raw));
+  std::memcpy(&raw, op, sizeof(raw));
+  return raw;
+}
+
+Status fillCommon(collectives::CollectiveArgs& args, const void* sendbuff, void* recvbuff, size_t count, int rawType,
+                  int rawOp, int root) {
+  if (typeSize(rawType) == 0) return invalidArgument("datatype " + std::to_string(rawType) + " is not a ccDataType_t");
+  args.send = static_cast<const std::byte*>(sendbuff);
+  args.recv = static_cast<std::byte*>(recvbuff);
+  args.count = count;
+  args.type = static_cast<ccDataType_t>(rawType);
+  args.op = static_cast<ccRedOp_t>(rawOp >= 0 && rawOp < ccNumOps ? rawOp : 0);
+  args.root = root;
+  return Status::ok();
 }
 
 // Dissemination barrier: ceil(log2 n) rounds of empty messages.
@@ -505,6 +645,93 @@ ccResult_t ccBarrier(ccComm_t handle, ccStream_t streamHandle) {
     Status status = barrier(*comm).withContext("ccBarrier on rank " + std::to_string(comm->rank()));
     if (!status.isOk()) comm->setLastError(status.message());
     return status;
+  });
+}
+
+ccResult_t ccAllReduce(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype, ccRedOp_t op,
+                       ccComm_t comm, ccStream_t stream) {
+  int rawOp = rawRedOp(&op);
+  return collectiveEntry("ccAllReduce", comm, stream, rawOp, [&](collectives::CollectiveArgs& args, Communicator&) {
+    args.kind = collectives::CollectiveKind::kAllReduce;
+    return fillCommon(args, sendbuff, recvbuff, count, rawDataType(&datatype), rawOp, 0);
+  });
+}
+
+ccResult_t ccBroadcast(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype, int root,
+                       ccComm_t comm, ccStream_t stream) {
+  return collectiveEntry("ccBroadcast", comm, stream, ccSum, [&](collectives::CollectiveArgs& args, Communicator&) {
+    args.kind = collectives::CollectiveKind::kBroadcast;
+    return fillCommon(args, sendbuff, recvbuff, count, rawDataType(&datatype), ccSum, root);
+  });
+}
+
+ccResult_t ccReduce(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype, ccRedOp_t op, int root,
+                    ccComm_t comm, ccStream_t stream) {
+  int rawOp = rawRedOp(&op);
+  return collectiveEntry("ccReduce", comm, stream, rawOp, [&](collectives::CollectiveArgs& args, Communicator&) {
+    args.kind = collectives::CollectiveKind::kReduce;
+    return fillCommon(args, sendbuff, recvbuff, count, rawDataType(&datatype), rawOp, root);
+  });
+}
+
+ccResult_t ccAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ccDataType_t datatype, ccComm_t comm,
+                       ccStream_t stream) {
+  return collectiveEntry("ccAllGather", comm, stream, ccSum, [&](collectives::CollectiveArgs& args, Communicator&) {
+    args.kind = collectives::CollectiveKind::kAllGather;
+    return fillCommon(args, sendbuff, recvbuff, sendcount, rawDataType(&datatype), ccSum, 0);
+  });
+}
+
+ccResult_t ccReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ccDataType_t datatype, ccRedOp_t op,
+                           ccComm_t comm, ccStream_t stream) {
+  int rawOp = rawRedOp(&op);
+  return collectiveEntry("ccReduceScatter", comm, stream, rawOp, [&](collectives::CollectiveArgs& args, Communicator&) {
+    args.kind = collectives::CollectiveKind::kReduceScatter;
+    return fillCommon(args, sendbuff, recvbuff, recvcount, rawDataType(&datatype), rawOp, 0);
+  });
+}
+
+ccResult_t ccAllToAll(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype, ccComm_t comm,
+                      ccStream_t stream) {
+  return collectiveEntry("ccAllToAll", comm, stream, ccSum, [&](collectives::CollectiveArgs& args, Communicator&) {
+    args.kind = collectives::CollectiveKind::kAllToAll;
+    return fillCommon(args, sendbuff, recvbuff, count, rawDataType(&datatype), ccSum, 0);
+  });
+}
+
+ccResult_t ccAllToAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[], void* recvbuff,
+                       const size_t recvcounts[], const size_t rdispls[], ccDataType_t datatype, ccComm_t comm,
+                       ccStream_t stream) {
+  return collectiveEntry("ccAllToAllv", comm, stream, ccSum, [&](collectives::CollectiveArgs& args, Communicator& c) -> Status {
+    args.kind = collectives::CollectiveKind::kAllToAllv;
+    CC_TRY(fillCommon(args, sendbuff, recvbuff, 0, rawDataType(&datatype), ccSum, 0));
+    const char* names[4] = {"sendcounts", "sdispls", "recvcounts", "rdispls"};
+    const size_t* arrays[4] = {sendcounts, sdispls, recvcounts, rdispls};
+    for (int i = 0; i < 4; ++i) {
+      if (arrays[i] == nullptr) return invalidArgument(std::string("ccAllToAllv: ") + names[i] + " is NULL");
+    }
+    auto n = static_cast<size_t>(c.size());
+    args.sendCounts.assign(sendcounts, sendcounts + n);
+    args.sendDispls.assign(sdispls, sdispls + n);
+    args.recvCounts.assign(recvcounts, recvcounts + n);
+    args.recvDispls.assign(rdispls, rdispls + n);
+    size_t element = typeSize(static_cast<int>(args.type));
+    for (size_t peer = 0; peer < n; ++peer) {
+      for (int side = 0; side < 2; ++side) {
+        size_t count = side == 0 ? args.sendCounts[peer] : args.recvCounts[peer];
+        size_t displ = side == 0 ? args.sendDispls[peer] : args.recvDispls[peer];
+        const void* buffer = side == 0 ? sendbuff : recvbuff;
+        if (count > SIZE_MAX / element || displ > SIZE_MAX / element - count) {
+          return invalidArgument(fmt::format("ccAllToAllv: {}[{}] + {}[{}] overflows size_t", names[2 * side], peer,
+                                             names[2 * side + 1], peer));
+        }
+        if (count > 0 && buffer == nullptr) {
+          return invalidArgument(fmt::format("ccAllToAllv: {} is NULL with {}[{}] = {}", side == 0 ? "sendbuff" : "recvbuff",
+                                             names[2 * side], peer, count));
+        }
+      }
+    }
+    return Status::ok();
   });
 }
 

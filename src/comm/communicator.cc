@@ -4,10 +4,12 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/bootstrap.h"
 #include "core/log.h"
+#include "transport/shm/channel.h"
 
 namespace cc::comm {
 namespace {
@@ -22,6 +24,29 @@ std::atomic<int> gNextLane{0};
 
 }  // namespace
 
+void Communicator::collectSharedRegions() {
+  regions_.assign(static_cast<size_t>(nranks_), nullptr);
+  bells_.assign(static_cast<size_t>(nranks_), nullptr);
+  size_t smallest = doorbell_->extraBytes();
+  bool allLocal = true;
+  for (int peer = 0; peer < nranks_; ++peer) {
+    transport::shm::Doorbell* region = nullptr;
+    if (peer == rank_) {
+      region = doorbell_.get();
+    } else if (auto* shm = dynamic_cast<transport::shm::ShmChannel*>(channel(peer))) {
+      region = &shm->peerRegion();
+    }
+    if (region == nullptr) {
+      allLocal = false;
+      continue;
+    }
+    regions_[static_cast<size_t>(peer)] = region->extra();
+    bells_[static_cast<size_t>(peer)] = &region->word();
+    smallest = std::min(smallest, region->extraBytes());
+  }
+  sharedRegionBytes_ = allLocal ? smallest : 0;
+}
+
 Result<std::shared_ptr<Communicator>> Communicator::create(const wire::UniqueIdContents& id, int nranks, int rank,
                                                            std::shared_ptr<TraceSink> trace) {
   log::ScopedRank scopedRank(rank);
@@ -33,7 +58,10 @@ Result<std::shared_ptr<Communicator>> Communicator::create(const wire::UniqueIdC
   comm->recorder_ = std::make_unique<FlightRecorder>(static_cast<size_t>(comm->config_.flightRecorderEntries));
   comm->trace_ = trace ? std::move(trace) : TraceSink::open(comm->config_.tracePath, rank);
 
-  CC_ASSIGN_OR_RETURN(transport::shm::Doorbell doorbell, transport::shm::Doorbell::create());
+  // The region after the doorbell page: a page of flags and the staging buffers of the
+  // direct collectives (collectives/direct.cc). Untouched pages cost no memory.
+  CC_ASSIGN_OR_RETURN(transport::shm::Doorbell doorbell,
+                      transport::shm::Doorbell::create(kDirectControlBytes + comm->config_.directBytes));
   comm->doorbell_ = std::make_unique<transport::shm::Doorbell>(std::move(doorbell));
   comm->epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
   if (!comm->epoll_.valid()) return systemError("epoll_create1", errno);
@@ -71,6 +99,9 @@ Result<std::shared_ptr<Communicator>> Communicator::create(const wire::UniqueIdC
   CC_ASSIGN_OR_RETURN(std::vector<wire::PeerInfo> peers, bootstrap::exchangePeerInfo(id, nranks, self, config));
   int64_t bootstrapNs = nowNanos();
   CC_TRY(comm->connectPeers(peers, id.secret, std::move(tcpListener), std::move(unixListener)));
+  comm->collectSharedRegions();
+  comm->algorithmOverride_ = comm->config_.algorithm;
+  comm->chunkBytesOverride_ = comm->config_.chunkBytes;
   log::info("communicator of {} ranks ready: bootstrap {:.1f} ms, connections {:.1f} ms", nranks,
             static_cast<double>(bootstrapNs - startNs) / 1e6, static_cast<double>(nowNanos() - bootstrapNs) / 1e6);
   return comm;

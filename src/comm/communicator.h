@@ -20,6 +20,9 @@
 
 namespace cc::comm {
 
+// The first page of a rank's shared region holds the direct collectives' flags.
+inline constexpr size_t kDirectControlBytes = 4096;
+
 class Communicator {
  public:
   // Joins the communicator behind `id` (collective over all `nranks` ranks).
@@ -33,7 +36,7 @@ class Communicator {
   int rank() const { return rank_; }
   int size() const { return nranks_; }
   const Config& config() const { return config_; }
-  transport::Channel* channel(int peer) { return channels_[static_cast<size_t>(peer)].get(); }
+  transport::Channel* channel(int peer) const { return channels_[static_cast<size_t>(peer)].get(); }
 
   // Held for the whole of each operation: operations on a communicator are ordered.
   std::mutex& operationMutex() { return operationMutex_; }
@@ -63,9 +66,24 @@ class Communicator {
   const std::shared_ptr<TraceSink>& traceShared() const { return trace_; }
   int lane() const { return lane_; }
 
+  // Memory shared with the ranks on this host (collectives/direct.cc decides what goes
+  // in it): a rank's region after its doorbell page, null for ranks reached over the
+  // network, and the doorbell to ring after writing there.
+  std::byte* sharedRegion(int rank) const { return regions_[static_cast<size_t>(rank)]; }
+  transport::shm::DoorbellWord& doorbellOf(int rank) const { return *bells_[static_cast<size_t>(rank)]; }
+  // The smallest region among the ranks; 0 unless every rank shares this host.
+  size_t sharedRegionBytes() const { return sharedRegionBytes_; }
+  // The collectives' overrides: CC_ALGO (an index into kAlgorithmNames) and
+  // CC_CHUNK_BYTES at creation; tests set them per call.
+  int& algorithmOverride() { return algorithmOverride_; }
+  size_t& chunkBytesOverride() { return chunkBytesOverride_; }
+  // Rounds of the direct collectives so far (the same on every rank).
+  uint64_t& directRound() { return directRound_; }
+
  private:
   Communicator() = default;
   Status brokenStatusSlow() const;
+  void collectSharedRegions();
   Status connectPeers(const std::vector<wire::PeerInfo>& peers, const wire::Secret& secret,
                       FileDescriptor tcpListener, FileDescriptor unixListener);
 
@@ -75,6 +93,12 @@ class Communicator {
   int lane_ = 0;  // trace lane: distinguishes communicators within one rank's file
   std::vector<std::unique_ptr<transport::Channel>> channels_;
   std::unique_ptr<transport::shm::Doorbell> doorbell_;
+  std::vector<std::byte*> regions_;
+  std::vector<transport::shm::DoorbellWord*> bells_;
+  size_t sharedRegionBytes_ = 0;
+  uint64_t directRound_ = 0;
+  int algorithmOverride_ = 0;
+  size_t chunkBytesOverride_ = 0;
   FileDescriptor epoll_;
   FileDescriptor abortEvent_;  // in the epoll set, so an abort wakes a TCP wait
   std::mutex operationMutex_;

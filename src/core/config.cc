@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <iterator>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -47,6 +48,23 @@ Result<Config> Config::fromEnvironment() {
   CC_TRY(readInteger("CC_SHM_USE_CMA", 0, 1, useCma));
   config.shmUseCma = useCma != 0;
   CC_TRY(readInto("CC_FLIGHT_RECORDER_ENTRIES", 1, 1 << 20, config.flightRecorderEntries));
+  CC_TRY(readInto("CC_CHUNK_BYTES", 0, int64_t{1} << 40, config.chunkBytes));
+  CC_TRY(readInto("CC_DIRECT_BYTES", 64 << 10, int64_t{1} << 32, config.directBytes));
+  config.directBytes = (config.directBytes + 4095) / 4096 * 4096;
+  int64_t check = config.checkCalls ? 1 : 0;
+  CC_TRY(readInteger("CC_CHECK", 0, 1, check));
+  config.checkCalls = check != 0;
+  if (const char* text = std::getenv("CC_ALGO"); text != nullptr && *text != '\0') {
+    int found = -1;
+    for (int i = 0; i < static_cast<int>(std::size(kAlgorithmNames)); ++i) {
+      if (strcasecmp(text, kAlgorithmNames[i]) == 0) found = i;
+    }
+    if (found < 0) {
+      return invalidArgument(std::string("CC_ALGO=") + text +
+                             " is not one of auto, ring, tree, direct, hd, pairwise, bruck");
+    }
+    config.algorithm = found;
+  }
   config.shmSlotBytes = (config.shmSlotBytes + 63) / 64 * 64;
   if ((config.shmSlots & (config.shmSlots - 1)) != 0) {
     // Slot indices come from 32-bit counters; only a power of two divides 2^32.

@@ -12,6 +12,9 @@ namespace cc {
 
 enum class TransportChoice { kAuto, kShm, kTcp };
 
+// CC_ALGO's values, in the order of collectives::Algorithm.
+inline constexpr const char* kAlgorithmNames[] = {"auto", "ring", "tree", "direct", "hd", "pairwise", "bruck"};
+
 struct Config {
   // A wait that sees no progress for this long fails with ccTimeout.
   int64_t timeoutMs = 300000;
@@ -29,6 +32,13 @@ struct Config {
   // process_vm_readv moved 0.3-0.8x of memcpy while the pipelined ring moved 0.8-1.3x
   // (docs/PERFORMANCE.md). Turn it on where the kernel's single copy wins.
   bool shmUseCma = false;
+  // Collectives (src/collectives). CC_ALGO: auto, ring, tree, direct, hd
+  // (halving-doubling), pairwise, bruck; an algorithm that cannot run a collective is
+  // passed over for that collective (CC_DEBUG=INFO says so).
+  int algorithm = 0;  // index into kAlgorithmNames
+  size_t chunkBytes = 0;                   // CC_CHUNK_BYTES; 0: the tuner's choice
+  bool checkCalls = false;                 // CC_CHECK=1: verify every rank made the same call
+  size_t directBytes = 4 << 20;            // CC_DIRECT_BYTES: each rank's staging for direct
   std::string tracePath;                   // CC_TRACE
   int flightRecorderEntries = 256;         // CC_FLIGHT_RECORDER_ENTRIES
 

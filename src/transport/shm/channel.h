@@ -73,6 +73,8 @@ class ShmChannel final : public Channel {
   Result<Progress> progressSend(Transfer& transfer) override;
   Result<Progress> progressRecv(Transfer& transfer) override;
   Status checkPeer() override;
+  // The peer's shared region (its doorbell page and what follows it).
+  Doorbell& peerRegion() { return peerDoorbell_; }
 
  private:
   Result<Progress> receiveByAddress(Transfer& transfer, uint64_t sourceAddress);

@@ -48,10 +48,13 @@ void sleep(DoorbellWord& bell, uint32_t observed, int64_t timeoutMicros) {
   bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-Result<Doorbell> Doorbell::create() {
+Result<Doorbell> Doorbell::create(size_t extraBytes) {
+  if (extraBytes > kMaxExtraBytes || extraBytes % kPageBytes != 0) {
+    return invalidArgument("shared region of " + std::to_string(extraBytes) + " bytes: not a multiple of a page up to 4 GiB");
+  }
   FileDescriptor fd(memfd_create("cc-doorbell", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) return systemError("memfd_create(doorbell)", errno);
-  if (ftruncate(fd.get(), kPageBytes) != 0) return systemError("ftruncate(doorbell)", errno);
+  if (ftruncate(fd.get(), static_cast<off_t>(kHeaderBytes + extraBytes)) != 0) return systemError("ftruncate(doorbell)", errno);
   if (fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     return systemError("fcntl(F_ADD_SEALS)", errno);
   }
@@ -61,35 +64,41 @@ Result<Doorbell> Doorbell::create() {
 Result<Doorbell> Doorbell::attach(FileDescriptor fd) {
   struct stat info {};
   if (fstat(fd.get(), &info) != 0) return systemError("fstat(doorbell)", errno);
-  if (static_cast<size_t>(info.st_size) < kPageBytes) return remoteError("doorbell memory is too small");
+  auto size = static_cast<size_t>(info.st_size);
+  if (size < kHeaderBytes || size > kHeaderBytes + kMaxExtraBytes || size % kPageBytes != 0) {
+    return remoteError("peer's shared region has a bad size (" + std::to_string(size) + " bytes)");
+  }
   int seals = fcntl(fd.get(), F_GET_SEALS);
   if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) return remoteError("doorbell memory is not sealed against shrinking");
-  void* address = mmap(nullptr, kPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  void* address = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (address == MAP_FAILED) return systemError("mmap(doorbell)", errno);
   Doorbell bell;
   bell.fd_ = std::move(fd);
   // Not constructed: the memory starts zeroed (ftruncate), which is the initial state, and a
   // second process attaching must not reset what the first wrote.
   bell.word_ = static_cast<DoorbellWord*>(address);
+  bell.mappedBytes_ = size;
   return bell;
 }
 
-Doorbell::Doorbell(Doorbell&& other) noexcept : fd_(std::move(other.fd_)), word_(other.word_) {
+Doorbell::Doorbell(Doorbell&& other) noexcept
+    : fd_(std::move(other.fd_)), word_(other.word_), mappedBytes_(other.mappedBytes_) {
   other.word_ = nullptr;
 }
 
 Doorbell& Doorbell::operator=(Doorbell&& other) noexcept {
   if (this != &other) {
-    if (word_ != nullptr) munmap(word_, kPageBytes);
+    if (word_ != nullptr) munmap(word_, mappedBytes_);
     fd_ = std::move(other.fd_);
     word_ = other.word_;
+    mappedBytes_ = other.mappedBytes_;
     other.word_ = nullptr;
   }
   return *this;
 }
 
 Doorbell::~Doorbell() {
-  if (word_ != nullptr) munmap(word_, kPageBytes);
+  if (word_ != nullptr) munmap(word_, mappedBytes_);
 }
 
 }  // namespace cc::transport::shm

@@ -35,10 +35,15 @@ uint32_t prepareToSleep(DoorbellWord& bell);
 void cancelSleep(DoorbellWord& bell);
 void sleep(DoorbellWord& bell, uint32_t observed, int64_t timeoutMicros);
 
-// One page of shared memory holding a DoorbellWord, created from a memfd.
+// A rank's shared memory, created from a memfd: the DoorbellWord in the first page, then
+// `extraBytes` for whatever the layers above share through it (the direct collectives'
+// flags and staging buffers). Peers get the descriptor at connection and map it all.
 class Doorbell {
  public:
-  static Result<Doorbell> create();
+  static constexpr size_t kHeaderBytes = 4096;
+  static constexpr size_t kMaxExtraBytes = size_t{1} << 32;
+
+  static Result<Doorbell> create(size_t extraBytes = 0);
   static Result<Doorbell> attach(FileDescriptor fd);
   Doorbell(Doorbell&& other) noexcept;
   Doorbell& operator=(Doorbell&& other) noexcept;
@@ -48,11 +53,14 @@ class Doorbell {
 
   DoorbellWord& word() { return *word_; }
   int fd() const { return fd_.get(); }
+  std::byte* extra() const { return reinterpret_cast<std::byte*>(word_) + kHeaderBytes; }
+  size_t extraBytes() const { return mappedBytes_ - kHeaderBytes; }
 
  private:
   Doorbell() = default;
   FileDescriptor fd_;
   DoorbellWord* word_ = nullptr;
+  size_t mappedBytes_ = 0;
 };
 
 }  // namespace cc::transport::shm

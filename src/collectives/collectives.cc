@@ -1,0 +1,190 @@
+// runCollective: the trivial cases, the optional same-call check (CC_CHECK=1), the
+// tuner's choice, the algorithm, and ccAvg's division.
+#include <cstring>
+#include <string_view>
+
+#include "collectives/algorithms.h"
+#include "collectives/collective.h"
+#include "collectives/direct.h"
+#include "collectives/tuner.h"
+#include "core/log.h"
+
+namespace cc::collectives {
+namespace {
+
+// A single rank: every collective is a copy.
+void runAlone(const Context& ctx) {
+  const CollectiveArgs& args = ctx.args();
+  if (args.kind == CollectiveKind::kAllToAllv) {
+    ctx.copy(ctx.recvAt(args.recvDispls[0]), ctx.sendAt(args.sendDispls[0]), args.sendCounts[0]);
+  } else if (args.recv != nullptr) {
+    ctx.copy(args.recv, args.send, args.count);
+  }
+}
+
+bool isEmpty(const CollectiveArgs& args) {
+  if (args.kind != CollectiveKind::kAllToAllv) return args.count == 0;
+  for (size_t i = 0; i < args.sendCounts.size(); ++i) {
+    if (args.sendCounts[i] != 0 || args.recvCounts[i] != 0) return false;
+  }
+  return true;
+}
+
+struct CallDescriptor {
+  uint32_t kind;
+  uint32_t type;
+  uint32_t op;
+  int32_t root;
+  uint64_t count;
+};
+
+std::string describe(const CallDescriptor& call) {
+  auto kind = static_cast<CollectiveKind>(call.kind);
+  std::string text = fmt::format("{}(count {}, {}", collectiveName(kind), call.count,
+                                 dataTypeName(static_cast<ccDataType_t>(call.type)));
+  if (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduce || kind == CollectiveKind::kReduceScatter) {
+    text += fmt::format(", {}", redOpName(static_cast<ccRedOp_t>(call.op)));
+  }
+  if (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce) text += fmt::format(", root {}", call.root);
+  return text + ")";
+}
+
+// CC_CHECK=1: every rank sends its call to every other before running it.
+Status checkSameCall(comm::Communicator& comm, const CollectiveArgs& args) {
+  const int n = comm.size();
+  CallDescriptor mine{static_cast<uint32_t>(args.kind), static_cast<uint32_t>(args.type), static_cast<uint32_t>(args.op),
+                      args.root, args.kind == CollectiveKind::kAllToAllv ? 0 : args.count};
+  std::vector<CallDescriptor> theirs(static_cast<size_t>(n));
+  std::vector<comm::PointToPoint> messages;
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == comm.rank()) continue;
+    messages.push_back({&comm, true, reinterpret_cast<std::byte*>(&mine), sizeof(mine), peer, "check"});
+    messages.push_back({&comm, false, reinterpret_cast<std::byte*>(&theirs[static_cast<size_t>(peer)]), sizeof(mine), peer,
+                        "check"});
+  }
+  CC_TRY(comm::execute(messages));
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == comm.rank()) continue;
+    if (std::memcmp(&theirs[static_cast<size_t>(peer)], &mine, sizeof(mine)) == 0) continue;
+    return invalidUsage(fmt::format("mismatched collectives (CC_CHECK=1): rank {} called {} while rank {} called {}",
+                                    comm.rank(), describe(mine), peer, describe(theirs[static_cast<size_t>(peer)])));
+  }
+  return Status::ok();
+}
+
+Status dispatch(const Context& ctx, const Choice& choice) {
+  const CollectiveArgs& args = ctx.args();
+  switch (args.kind) {
+    case CollectiveKind::kAllReduce:
+      switch (choice.algorithm) {
+        case Algorithm::kDirect: return directAllReduce(ctx, choice.oneShot);
+        case Algorithm::kTree: return treeAllReduce(ctx);
+        case Algorithm::kHalvingDoubling: return halvingDoublingAllReduce(ctx);
+        default: return ringAllReduce(ctx);
+      }
+    case CollectiveKind::kBroadcast:
+      switch (choice.algorithm) {
+        case Algorithm::kDirect: return directBroadcast(ctx);
+        case Algorithm::kTree: return treeBroadcast(ctx);
+        default: return chainBroadcast(ctx);
+      }
+    case CollectiveKind::kReduce:
+      switch (choice.algorithm) {
+        case Algorithm::kDirect: return directReduce(ctx);
+        case Algorithm::kTree: return treeReduce(ctx);
+        default: return chainReduce(ctx);
+      }
+    case CollectiveKind::kAllGather:
+      return choice.algorithm == Algorithm::kDirect ? directAllGather(ctx) : ringAllGather(ctx);
+    case CollectiveKind::kReduceScatter:
+      return choice.algorithm == Algorithm::kDirect ? directReduceScatter(ctx) : ringReduceScatter(ctx);
+    case CollectiveKind::kAllToAll:
+      switch (choice.algorithm) {
+        case Algorithm::kDirect: return directAllToAll(ctx);
+        case Algorithm::kBruck: return bruckAllToAll(ctx);
+        default: return pairwiseAllToAll(ctx);
+      }
+    case CollectiveKind::kAllToAllv: return pairwiseAllToAllv(ctx);
+  }
+  return internalError("unknown collective");
+}
+
+void divideAverage(const comm::Communicator& comm, const CollectiveArgs& args) {
+  if (args.op != ccAvg) return;
+  if (args.kind == CollectiveKind::kReduce && comm.rank() != args.root) return;
+  divideForAverage(args.recv, args.count, args.type, comm.size());
+}
+
+}  // namespace
+
+const char* collectiveName(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return "allreduce";
+    case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kReduce: return "reduce";
+    case CollectiveKind::kAllGather: return "allgather";
+    case CollectiveKind::kReduceScatter: return "reducescatter";
+    case CollectiveKind::kAllToAll: return "alltoall";
+    case CollectiveKind::kAllToAllv: return "alltoallv";
+  }
+  return "?";
+}
+
+const char* algorithmName(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kAuto: return "auto";
+    case Algorithm::kRing: return "ring";
+    case Algorithm::kTree: return "tree";
+    case Algorithm::kDirect: return "direct";
+    case Algorithm::kHalvingDoubling: return "hd";
+    case Algorithm::kPairwise: return "pairwise";
+    case Algorithm::kBruck: return "bruck";
+  }
+  return "?";
+}
+
+Algorithm parseAlgorithm(std::string_view name) {
+  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTree, Algorithm::kDirect, Algorithm::kHalvingDoubling,
+                              Algorithm::kPairwise, Algorithm::kBruck}) {
+    if (name == algorithmName(algorithm)) return algorithm;
+  }
+  return Algorithm::kAuto;
+}
+
+Status runCollective(comm::Communicator& comm, const CollectiveArgs& args) {
+  if (comm.aborted()) return invalidUsage("communicator was aborted");
+  CC_TRY(comm.brokenStatus());
+  const Config& config = comm.config();
+  if (config.checkCalls && comm.size() > 1) CC_TRY(checkSameCall(comm, args));
+  if (isEmpty(args)) return Status::ok();
+  if (comm.size() == 1) {
+    runAlone(Context(comm, args, 1));
+    return Status::ok();
+  }
+  Choice choice = choose(comm, args, static_cast<Algorithm>(comm.algorithmOverride()), comm.chunkBytesOverride());
+  if (log::enabled(log::Level::kInfo)) {
+    log::info("{} of {} x {} on {} ranks: {}{} chunk {} B ({})", collectiveName(args.kind), args.count,
+              dataTypeName(args.type), comm.size(), algorithmName(choice.algorithm), choice.oneShot ? " one-shot" : "",
+              choice.chunkBytes, choice.why);
+  }
+  int64_t startNs = comm.trace() != nullptr ? nowNanos() : 0;
+  uint64_t sequence = comm.nextSequence();
+  comm.recorder().begin(sequence, collectiveName(args.kind), algorithmName(choice.algorithm), -1,
+                        args.count * dataTypeSize(args.type), startNs);
+  Context ctx(comm, args, choice.chunkBytes);
+  Status status = dispatch(ctx, choice);
+  comm.recorder().finish(sequence, status.isOk() ? OpState::kDone : OpState::kFailed);
+  if (!status.isOk()) {
+    if (!comm.aborted()) comm.markBroken(status);
+    return status.withContext(fmt::format("{} ({}) on rank {}", collectiveName(args.kind),
+                                          algorithmName(choice.algorithm), comm.rank()));
+  }
+  divideAverage(comm, args);
+  if (TraceSink* trace = comm.trace()) {
+    trace->record(collectiveName(args.kind), comm.lane(), startNs, nowNanos(), -1, args.count * dataTypeSize(args.type),
+                  sequence);
+  }
+  return Status::ok();
+}
+
+}  // namespace cc::collectives

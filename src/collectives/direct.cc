@@ -1,0 +1,429 @@
+// Direct collectives for ranks that share a host: every rank maps every other rank's
+// staging buffers (their shared regions, see Communicator::sharedRegion), so data is
+// copied into shared memory once and read straight from there by whoever needs it,
+// instead of hopping through point-to-point rings.
+//
+// Work proceeds in rounds, numbered alike on every rank (Communicator::directRound).
+// Round k uses half k % 2 of each rank's staging, so a rank can fill one half while
+// slower peers still read the other. Three flags per rank, each the last round it
+// finished a phase, order everything:
+//   ready     my staging holds my data for round k;
+//   reduced   my share of the result for round k is in my staging;
+//   released  I have finished reading everyone's staging for round k.
+// A rank writes half h for round k only when every peer has released round k-2.
+//
+// All-reduce of a large block: each rank exports the slices the others reduce, reduces
+// its own slice from its own input and the others' staging (in rank order, so every
+// rank computes a slice the same way), publishes the result and copies everyone else's:
+// per rank about 2 reads and 2 writes of the vector (docs/PERFORMANCE.md). Small blocks
+// go one-shot: everyone exports everything and every rank reduces everything, one
+// synchronisation instead of two.
+//
+// Waiting spins, then yields, then sleeps on the rank's doorbell, and gives up on
+// abort, on a peer that died (its shm socket hung up), on a peer that reported a failure
+// through its flags (a mismatched call), or after CC_TIMEOUT_MS.
+#include "collectives/direct.h"
+
+#include <immintrin.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "core/log.h"
+#include "transport/shm/doorbell.h"
+
+namespace cc::collectives {
+namespace {
+
+using transport::shm::DoorbellWord;
+
+constexpr int64_t kPeerCheckNanos = 5'000'000;
+constexpr int64_t kPureSpinNanos = 2000;
+constexpr int64_t kSleepSliceMicros = 10000;
+
+enum Flag : size_t { kReady = 0, kReduced = 1, kReleased = 2, kFailed = 3 };
+
+// The control page: one cache line per flag, then the call descriptors of the two
+// halves (written before `ready`, read after it).
+struct alignas(64) FlagLine {
+  std::atomic<uint64_t> value;
+};
+struct alignas(64) CallLine {
+  std::atomic<uint64_t> shape;  // kind | type << 8 | op << 16 | root << 24
+  std::atomic<uint64_t> count;
+};
+struct Control {
+  FlagLine flags[4];
+  CallLine calls[2];
+};
+static_assert(sizeof(Control) <= comm::kDirectControlBytes);
+
+uint64_t shapeOf(const CollectiveArgs& args) {
+  return static_cast<uint64_t>(args.kind) | static_cast<uint64_t>(args.type) << 8 | static_cast<uint64_t>(args.op) << 16 |
+         static_cast<uint64_t>(static_cast<uint32_t>(args.root)) << 24;
+}
+
+std::string describeCall(uint64_t shape, uint64_t count) {
+  auto kind = static_cast<CollectiveKind>(shape & 0xff);
+  auto type = static_cast<ccDataType_t>((shape >> 8) & 0xff);
+  auto op = static_cast<ccRedOp_t>((shape >> 16) & 0xff);
+  auto root = static_cast<int>(shape >> 24);
+  return fmt::format("{}(count {}, {}, {}, root {})", collectiveName(kind), count, dataTypeName(type), redOpName(op), root);
+}
+
+class Direct {
+ public:
+  Direct(const Context& ctx)
+      : ctx_(ctx),
+        comm_(ctx.comm()),
+        n_(ctx.size()),
+        me_(ctx.rank()),
+        halfBytes_(directHalfBytes(comm_)) {}
+
+  // Bytes of one staging half.
+  size_t halfBytes() const { return halfBytes_; }
+
+  Control& control(int rank) const { return *reinterpret_cast<Control*>(comm_.sharedRegion(rank)); }
+  std::byte* staging(int rank, uint64_t round) const {
+    return comm_.sharedRegion(rank) + comm::kDirectControlBytes + (round % 2) * halfBytes_;
+  }
+
+  uint64_t nextRound() { return ++comm_.directRound(); }
+
+  void publish(Flag flag, uint64_t round) {
+    control(me_).flags[flag].value.store(round, std::memory_order_seq_cst);
+    for (int peer = 0; peer < n_; ++peer) {
+      if (peer != me_) transport::shm::ring(comm_.doorbellOf(peer));
+    }
+  }
+
+  void describe(uint64_t round) {
+    CallLine& line = control(me_).calls[round % 2];
+    line.shape.store(shapeOf(ctx_.args()), std::memory_order_relaxed);
+    line.count.store(ctx_.args().count, std::memory_order_relaxed);
+  }
+
+  // After `ready` of round k from `peer`: did it make the same call?
+  Status checkCall(int peer, uint64_t round) {
+    CallLine& line = control(peer).calls[round % 2];
+    uint64_t shape = line.shape.load(std::memory_order_relaxed);
+    uint64_t count = line.count.load(std::memory_order_relaxed);
+    if (shape == shapeOf(ctx_.args()) && count == ctx_.args().count) return Status::ok();
+    Status status = invalidUsage(fmt::format("mismatched collectives: rank {} called {} while rank {} called {}", me_,
+                                             describeCall(shapeOf(ctx_.args()), ctx_.args().count), peer,
+                                             describeCall(shape, count)));
+    return fail(status);
+  }
+
+  // Returns when `peer`'s (or, with -1, every other rank's) flag has reached `round`.
+  Status waitFor(Flag flag, uint64_t round, int peer = -1) {
+    if (arrived(flag, round, peer)) return Status::ok();
+    const Config& config = comm_.config();
+    const int64_t start = nowNanos();
+    int64_t lastCheck = start;
+    DoorbellWord& bell = comm_.doorbellOf(me_);
+    while (true) {
+      for (int spin = 0; spin < 32; ++spin) {
+        if (arrived(flag, round, peer)) return Status::ok();
+        _mm_pause();
+      }
+      if (comm_.aborted()) return fail(invalidUsage("communicator was aborted by ccCommAbort"));
+      int64_t now = nowNanos();
+      if (now - lastCheck > kPeerCheckNanos) {
+        lastCheck = now;
+        CC_TRY(checkPeers(flag, round, peer));
+      }
+      if (now - start > config.timeoutMs * 1'000'000) {
+        return fail(timeoutError(fmt::format("nothing moved for {} ms (CC_TIMEOUT_MS) in direct {}: waiting for {} to "
+                                             "reach round {} of flag {}",
+                                             config.timeoutMs, collectiveName(ctx_.args().kind), laggards(flag, round, peer),
+                                             round, static_cast<int>(flag))));
+      }
+      if (now - start < config.spinMicros * 1000) {
+        if (now - start > kPureSpinNanos) sched_yield();
+        continue;
+      }
+      uint32_t observed = transport::shm::prepareToSleep(bell);
+      if (arrived(flag, round, peer)) {
+        transport::shm::cancelSleep(bell);
+        return Status::ok();
+      }
+      transport::shm::sleep(bell, observed, kSleepSliceMicros);
+    }
+  }
+
+  Status fail(Status status) {
+    // Tell the peers, so that they stop waiting for this rank at once.
+    control(me_).flags[kFailed].value.store(1, std::memory_order_seq_cst);
+    for (int peer = 0; peer < n_; ++peer) {
+      if (peer != me_) transport::shm::ringAlways(comm_.doorbellOf(peer));
+    }
+    if (!comm_.aborted()) comm_.markBroken(status);
+    return status;
+  }
+
+ private:
+  static size_t directHalfBytes(comm::Communicator& comm) {
+    size_t staging = comm.sharedRegionBytes() > comm::kDirectControlBytes ? comm.sharedRegionBytes() - comm::kDirectControlBytes : 0;
+    return staging / 2 / 64 * 64;
+  }
+
+  bool arrived(Flag flag, uint64_t round, int peer) const {
+    if (peer >= 0) return control(peer).flags[flag].value.load(std::memory_order_seq_cst) >= round;
+    for (int p = 0; p < n_; ++p) {
+      if (p != me_ && control(p).flags[flag].value.load(std::memory_order_seq_cst) < round) return false;
+    }
+    return true;
+  }
+
+  std::string laggards(Flag flag, uint64_t round, int peer) const {
+    std::string names;
+    for (int p = 0; p < n_; ++p) {
+      if (p == me_ || (peer >= 0 && p != peer)) continue;
+      if (control(p).flags[flag].value.load(std::memory_order_seq_cst) >= round) continue;
+      names += (names.empty() ? "rank " : ", rank ") + std::to_string(p);
+    }
+    return names;
+  }
+
+  Status checkPeers(Flag flag, uint64_t round, int peer) {
+    for (int p = 0; p < n_; ++p) {
+      if (p == me_ || (peer >= 0 && p != peer)) continue;
+      if (control(p).flags[kFailed].value.load(std::memory_order_seq_cst) != 0) {
+        return fail(remoteError(fmt::format("rank {} failed during direct {} (see its log)", p,
+                                            collectiveName(ctx_.args().kind))));
+      }
+      if (control(p).flags[flag].value.load(std::memory_order_seq_cst) >= round) continue;
+      Status alive = comm_.channel(p)->checkPeer();
+      if (!alive.isOk()) {
+        return fail(alive.withContext(fmt::format("direct {}: rank {} is gone", collectiveName(ctx_.args().kind), p)));
+      }
+    }
+    return Status::ok();
+  }
+
+  const Context& ctx_;
+  comm::Communicator& comm_;
+  int n_;
+  int me_;
+  size_t halfBytes_;
+};
+
+// Round k may write half k % 2 once every peer has released round k-2.
+Status beginRound(Direct& direct, uint64_t round) {
+  if (round > 2) return direct.waitFor(kReleased, round - 2);
+  return Status::ok();
+}
+
+Status allReduceOneShot(const Context& ctx, Direct& direct, size_t blockElements) {
+  const CollectiveArgs& args = ctx.args();
+  const int n = ctx.size();
+  std::vector<const void*> sources(static_cast<size_t>(n));
+  for (size_t offset = 0; offset < args.count; offset += blockElements) {
+    size_t length = std::min(blockElements, args.count - offset);
+    uint64_t round = direct.nextRound();
+    CC_TRY(beginRound(direct, round));
+    std::memcpy(direct.staging(ctx.rank(), round), ctx.sendAt(offset), ctx.bytes(length));
+    direct.describe(round);
+    direct.publish(kReady, round);
+    CC_TRY(direct.waitFor(kReady, round));
+    for (int p = 0; p < n; ++p) {
+      if (p != ctx.rank()) CC_TRY(direct.checkCall(p, round));
+      sources[static_cast<size_t>(p)] = direct.staging(p, round);
+    }
+    ctx.reduceMany(ctx.recvAt(offset), sources.data(), n, length);
+    direct.publish(kReleased, round);
+  }
+  return Status::ok();
+}
+
+Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements, bool toAllRanks) {
+  const CollectiveArgs& args = ctx.args();
+  const int n = ctx.size();
+  const int me = ctx.rank();
+  const bool isRoot = me == args.root;
+  std::vector<const void*> sources(static_cast<size_t>(n));
+  for (size_t offset = 0; offset < args.count; offset += blockElements) {
+    size_t length = std::min(blockElements, args.count - offset);
+    uint64_t round = direct.nextRound();
+    CC_TRY(beginRound(direct, round));
+    std::byte* mine = direct.staging(me, round);
+    // Export the slices the others reduce.
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      size_t begin = partBegin(length, n, p);
+      std::memcpy(mine + ctx.bytes(begin), ctx.sendAt(offset + begin), ctx.bytes(partLength(length, n, p)));
+    }
+    direct.describe(round);
+    direct.publish(kReady, round);
+    CC_TRY(direct.waitFor(kReady, round));
+    size_t myBegin = partBegin(length, n, me);
+    size_t myLength = partLength(length, n, me);
+    for (int p = 0; p < n; ++p) {
+      if (p != me) CC_TRY(direct.checkCall(p, round));
+      sources[static_cast<size_t>(p)] =
+          p == me ? static_cast<const void*>(ctx.sendAt(offset + myBegin)) : direct.staging(p, round) + ctx.bytes(myBegin);
+    }
+    if (toAllRanks) {
+      // Reduce into my output, then publish a copy for the others.
+      ctx.reduceMany(ctx.recvAt(offset + myBegin), sources.data(), n, myLength);
+      std::memcpy(mine + ctx.bytes(myBegin), ctx.recvAt(offset + myBegin), ctx.bytes(myLength));
+    } else {
+      ctx.reduceMany(mine + ctx.bytes(myBegin), sources.data(), n, myLength);
+    }
+    direct.publish(kReduced, round);
+    if (toAllRanks || isRoot) {
+      CC_TRY(direct.waitFor(kReduced, round));
+      for (int p = 0; p < n; ++p) {
+        if (toAllRanks && p == me) continue;
+        size_t begin = partBegin(length, n, p);
+        std::memcpy(ctx.recvAt(offset + begin), direct.staging(p, round) + ctx.bytes(begin),
+                    ctx.bytes(partLength(length, n, p)));
+      }
+    }
+    direct.publish(kReleased, round);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+bool directAvailable(const comm::Communicator& comm) {
+  return comm.size() > 1 && comm.sharedRegionBytes() >= comm::kDirectControlBytes + 2 * 4096;
+}
+
+size_t directStagingHalfBytes(const comm::Communicator& comm) {
+  if (!directAvailable(comm)) return 0;
+  return (comm.sharedRegionBytes() - comm::kDirectControlBytes) / 2 / 64 * 64;
+}
+
+Status directAllReduce(const Context& ctx, bool oneShot) {
+  Direct direct(ctx);
+  size_t limit = std::min(direct.halfBytes(), ctx.bytes(ctx.chunkElements()));
+  size_t blockElements = std::max<size_t>(1, limit / ctx.elementSize());
+  if (oneShot) return allReduceOneShot(ctx, direct, blockElements);
+  return allReduceSliced(ctx, direct, blockElements, true);
+}
+
+Status directReduce(const Context& ctx) {
+  Direct direct(ctx);
+  size_t limit = std::min(direct.halfBytes(), ctx.bytes(ctx.chunkElements()));
+  return allReduceSliced(ctx, direct, std::max<size_t>(1, limit / ctx.elementSize()), false);
+}
+
+Status directBroadcast(const Context& ctx) {
+  const CollectiveArgs& args = ctx.args();
+  Direct direct(ctx);
+  const int root = args.root;
+  const bool isRoot = ctx.rank() == root;
+  size_t blockElements = std::max<size_t>(1, std::min(direct.halfBytes(), ctx.bytes(ctx.chunkElements())) / ctx.elementSize());
+  if (isRoot) ctx.copy(args.recv, args.send, args.count);
+  for (size_t offset = 0; offset < args.count; offset += blockElements) {
+    size_t length = std::min(blockElements, args.count - offset);
+    uint64_t round = direct.nextRound();
+    if (isRoot) {
+      CC_TRY(beginRound(direct, round));
+      std::memcpy(direct.staging(root, round), ctx.recvAt(offset), ctx.bytes(length));
+      direct.describe(round);
+      direct.publish(kReady, round);
+    } else {
+      CC_TRY(direct.waitFor(kReady, round, root));
+      CC_TRY(direct.checkCall(root, round));
+      std::memcpy(ctx.recvAt(offset), direct.staging(root, round), ctx.bytes(length));
+    }
+    direct.publish(kReleased, round);
+  }
+  return Status::ok();
+}
+
+Status directAllGather(const Context& ctx) {
+  const CollectiveArgs& args = ctx.args();
+  Direct direct(ctx);
+  const int n = ctx.size();
+  const int me = ctx.rank();
+  size_t blockElements = std::max<size_t>(1, std::min(direct.halfBytes(), ctx.bytes(ctx.chunkElements())) / ctx.elementSize());
+  ctx.copy(ctx.recvAt(static_cast<size_t>(me) * args.count), args.send, args.count);
+  for (size_t offset = 0; offset < args.count; offset += blockElements) {
+    size_t length = std::min(blockElements, args.count - offset);
+    uint64_t round = direct.nextRound();
+    CC_TRY(beginRound(direct, round));
+    std::memcpy(direct.staging(me, round), ctx.recvAt(static_cast<size_t>(me) * args.count + offset), ctx.bytes(length));
+    direct.describe(round);
+    direct.publish(kReady, round);
+    CC_TRY(direct.waitFor(kReady, round));
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      CC_TRY(direct.checkCall(p, round));
+      std::memcpy(ctx.recvAt(static_cast<size_t>(p) * args.count + offset), direct.staging(p, round), ctx.bytes(length));
+    }
+    direct.publish(kReleased, round);
+  }
+  return Status::ok();
+}
+
+Status directReduceScatter(const Context& ctx) {
+  const CollectiveArgs& args = ctx.args();
+  Direct direct(ctx);
+  const int n = ctx.size();
+  const int me = ctx.rank();
+  size_t perRank = std::min(direct.halfBytes() / static_cast<size_t>(n), ctx.bytes(ctx.chunkElements()));
+  size_t blockElements = std::max<size_t>(1, perRank / ctx.elementSize());
+  std::vector<const void*> sources(static_cast<size_t>(n));
+  for (size_t offset = 0; offset < args.count; offset += blockElements) {
+    size_t length = std::min(blockElements, args.count - offset);
+    uint64_t round = direct.nextRound();
+    CC_TRY(beginRound(direct, round));
+    std::byte* mine = direct.staging(me, round);
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      std::memcpy(mine + ctx.bytes(static_cast<size_t>(p) * length),
+                  ctx.sendAt(static_cast<size_t>(p) * args.count + offset), ctx.bytes(length));
+    }
+    direct.describe(round);
+    direct.publish(kReady, round);
+    CC_TRY(direct.waitFor(kReady, round));
+    for (int p = 0; p < n; ++p) {
+      if (p != me) CC_TRY(direct.checkCall(p, round));
+      sources[static_cast<size_t>(p)] = p == me ? static_cast<const void*>(ctx.sendAt(static_cast<size_t>(me) * args.count + offset))
+                                                : direct.staging(p, round) + ctx.bytes(static_cast<size_t>(me) * length);
+    }
+    ctx.reduceMany(ctx.recvAt(offset), sources.data(), n, length);
+    direct.publish(kReleased, round);
+  }
+  return Status::ok();
+}
+
+Status directAllToAll(const Context& ctx) {
+  const CollectiveArgs& args = ctx.args();
+  Direct direct(ctx);
+  const int n = ctx.size();
+  const int me = ctx.rank();
+  size_t perRank = std::min(direct.halfBytes() / static_cast<size_t>(n), ctx.bytes(ctx.chunkElements()));
+  size_t blockElements = std::max<size_t>(1, perRank / ctx.elementSize());
+  const auto block = [&](int p) { return static_cast<size_t>(p) * args.count; };
+  ctx.copy(ctx.recvAt(block(me)), ctx.sendAt(block(me)), args.count);
+  for (size_t offset = 0; offset < args.count; offset += blockElements) {
+    size_t length = std::min(blockElements, args.count - offset);
+    uint64_t round = direct.nextRound();
+    CC_TRY(beginRound(direct, round));
+    std::byte* mine = direct.staging(me, round);
+    for (int p = 0; p < n; ++p) {
+      if (p != me) std::memcpy(mine + ctx.bytes(static_cast<size_t>(p) * length), ctx.sendAt(block(p) + offset), ctx.bytes(length));
+    }
+    direct.describe(round);
+    direct.publish(kReady, round);
+    CC_TRY(direct.waitFor(kReady, round));
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      CC_TRY(direct.checkCall(p, round));
+      std::memcpy(ctx.recvAt(block(p) + offset), direct.staging(p, round) + ctx.bytes(static_cast<size_t>(me) * length),
+                  ctx.bytes(length));
+    }
+    direct.publish(kReleased, round);
+  }
+  return Status::ok();
+}
+
+}  // namespace cc::collectives

@@ -1,0 +1,189 @@
+// The cost model. Each algorithm's time is latency × steps + bytes moved / bandwidth
+// (+ bytes reduced / reduction bandwidth), with per-transport constants; the cheapest
+// candidate wins. The constants are documented defaults measured on the 2-core KVM
+// machines cc is developed on (docs/PERFORMANCE.md); they only need to rank the
+// algorithms, not predict times exactly.
+#include "collectives/tuner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "collectives/direct.h"
+#include "collectives/reduce_kernels.h"
+#include "core/log.h"
+
+namespace cc::collectives {
+namespace {
+
+struct Link {
+  double alphaMicros;     // per point-to-point step
+  double bytesPerMicro;   // per step, one direction
+};
+constexpr Link kShmLink{1.5, 4000.0};
+constexpr Link kTcpLink{40.0, 2500.0};
+constexpr double kDirectSyncMicros = 0.4;   // one flag handshake in shared memory
+constexpr double kCopyBytesPerMicro = 9000.0;  // memcpy into or out of staging, per rank
+constexpr double kReduceBytesPerMicro = 8000.0;  // output bytes of a two-input reduction
+
+constexpr size_t kMinChunkBytes = 32 << 10;
+constexpr size_t kMaxChunkBytes = 1 << 20;
+constexpr size_t kDirectBlockBytes = 512 << 10;
+constexpr size_t kOneShotBytes = 64 << 10;
+
+Link linkOf(const comm::Communicator& comm) {
+  for (int peer = 0; peer < comm.size(); ++peer) {
+    if (peer != comm.rank() && !comm.channel(peer)->isSharedMemory()) return kTcpLink;
+  }
+  return kShmLink;
+}
+
+double log2Ceil(int n) { return std::ceil(std::log2(static_cast<double>(std::max(n, 1)))); }
+
+// Predicted microseconds; `bytes` is the user-visible size: the vector for all-reduce,
+// broadcast and reduce; the whole output (all-gather) or input (reduce-scatter,
+// all-to-all) otherwise.
+double cost(Algorithm algorithm, CollectiveKind kind, int n, double bytes, const Link& link, size_t chunkBytes,
+            bool oneShot) {
+  const double a = link.alphaMicros;
+  const double b = link.bytesPerMicro;
+  const double g = kReduceBytesPerMicro;
+  const double m = kCopyBytesPerMicro;
+  const double d = log2Ceil(n);
+  const double share = (n - 1.0) / n;
+  const double chunks = std::max(1.0, std::ceil(bytes / static_cast<double>(chunkBytes)));
+  const double rounds = std::max(1.0, std::ceil(bytes / static_cast<double>(chunkBytes)));
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      switch (algorithm) {
+        case Algorithm::kRing: return 2 * (n - 1) * a * std::max(1.0, chunks / n) + 2 * share * bytes / b + share * bytes / g;
+        case Algorithm::kTree: return 2 * (d + chunks - 1) * (a + bytes / chunks * d / b) + bytes / g;
+        case Algorithm::kHalvingDoubling: {
+          int p = 1 << static_cast<int>(std::floor(std::log2(n)));
+          double fold = p == n ? 0 : 2 * a + 2 * bytes / b;
+          return 2 * std::log2(p) * a + 2 * bytes / b + bytes / g + fold;
+        }
+        case Algorithm::kDirect:
+          if (oneShot) return 2 * kDirectSyncMicros * rounds + bytes / m + (n - 1) * bytes / g;
+          return 3 * kDirectSyncMicros * rounds + (2 * share + 1.0 / n) * bytes / m + bytes / g;
+        default: break;
+      }
+      break;
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kReduce: {
+      double reduce = kind == CollectiveKind::kReduce ? bytes / g : 0;
+      switch (algorithm) {
+        case Algorithm::kTree: return (d + chunks - 1) * (a + bytes / chunks * d / b) + reduce;
+        case Algorithm::kRing: return (n - 1 + chunks - 1) * (a + bytes / chunks / b) + reduce;
+        case Algorithm::kDirect: return 2 * kDirectSyncMicros * rounds + 2 * bytes / m + reduce;
+        default: break;
+      }
+      break;
+    }
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter: {
+      double reduce = kind == CollectiveKind::kReduceScatter ? bytes / n / g * (n - 1) : 0;
+      switch (algorithm) {
+        case Algorithm::kRing: return (n - 1) * a * std::max(1.0, chunks / n) + share * bytes / b + reduce;
+        case Algorithm::kDirect: return 2 * kDirectSyncMicros * rounds + (share + 1.0 / n) * bytes / m + reduce;
+        default: break;
+      }
+      break;
+    }
+    case CollectiveKind::kAllToAll:
+      switch (algorithm) {
+        case Algorithm::kPairwise: return (n - 1) * a + share * bytes / b;
+        case Algorithm::kBruck: return d * a + d * bytes / 2 / b + 2 * bytes / m;
+        case Algorithm::kDirect: return 2 * kDirectSyncMicros * rounds + 2 * share * bytes / m;
+        default: break;
+      }
+      break;
+    case CollectiveKind::kAllToAllv:
+      if (algorithm == Algorithm::kPairwise) return (n - 1) * a + share * bytes / b;
+      break;
+  }
+  return INFINITY;
+}
+
+double userBytes(const comm::Communicator& comm, const CollectiveArgs& args) {
+  double element = static_cast<double>(dataTypeSize(args.type));
+  double count = static_cast<double>(args.count);
+  switch (args.kind) {
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll: return count * element * comm.size();
+    case CollectiveKind::kAllToAllv: {
+      double total = 0;
+      for (size_t c : args.sendCounts) total += static_cast<double>(c);
+      return total * element;
+    }
+    default: return count * element;
+  }
+}
+
+}  // namespace
+
+std::vector<Algorithm> candidates(const comm::Communicator& comm, CollectiveKind kind) {
+  std::vector<Algorithm> result;
+  bool direct = directAvailable(comm);
+  switch (kind) {
+    case CollectiveKind::kAllReduce: result = {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling}; break;
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kReduce: result = {Algorithm::kRing, Algorithm::kTree}; break;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter: result = {Algorithm::kRing}; break;
+    case CollectiveKind::kAllToAll: result = {Algorithm::kPairwise, Algorithm::kBruck}; break;
+    case CollectiveKind::kAllToAllv: result = {Algorithm::kPairwise}; break;
+  }
+  if (direct && kind != CollectiveKind::kAllToAllv) result.push_back(Algorithm::kDirect);
+  return result;
+}
+
+Choice choose(const comm::Communicator& comm, const CollectiveArgs& args, Algorithm forced, size_t forcedChunkBytes) {
+  const int n = comm.size();
+  const double bytes = userBytes(comm, args);
+  const Link link = linkOf(comm);
+  std::vector<Algorithm> options = candidates(comm, args.kind);
+  Choice best;
+  best.predictedMicros = INFINITY;
+  std::string considered;
+  for (Algorithm algorithm : options) {
+    size_t chunk = forcedChunkBytes;
+    bool oneShot = false;
+    if (chunk == 0) {
+      if (algorithm == Algorithm::kDirect) {
+        chunk = kDirectBlockBytes;
+      } else {
+        chunk = std::clamp(static_cast<size_t>(bytes / (4.0 * n)), kMinChunkBytes, kMaxChunkBytes);
+      }
+    }
+    if (algorithm == Algorithm::kDirect) {
+      chunk = std::min(chunk, directStagingHalfBytes(comm));
+      oneShot = args.kind == CollectiveKind::kAllReduce && (bytes <= kOneShotBytes || args.count < static_cast<size_t>(n));
+    }
+    double predicted = cost(algorithm, args.kind, n, bytes, link, std::max<size_t>(chunk, 1), oneShot);
+    considered += fmt::format(" {}={:.1f}us", algorithmName(algorithm), predicted);
+    bool take = forced == Algorithm::kAuto ? predicted < best.predictedMicros : algorithm == forced;
+    if (take) {
+      best.algorithm = algorithm;
+      best.chunkBytes = chunk;
+      best.oneShot = oneShot;
+      best.predictedMicros = predicted;
+    }
+    if (forced == algorithm) break;
+  }
+  if (best.predictedMicros == INFINITY && forced != Algorithm::kAuto) {
+    // The forced algorithm cannot run this collective: decide as if CC_ALGO were unset.
+    Choice fallback = choose(comm, args, Algorithm::kAuto, forcedChunkBytes);
+    fallback.why = fmt::format("CC_ALGO={} cannot run {} here; {}", algorithmName(forced), collectiveName(args.kind),
+                               fallback.why);
+    return fallback;
+  }
+  if (log::enabled(log::Level::kInfo)) {
+    best.why = forced != Algorithm::kAuto ? fmt::format("CC_ALGO={}", algorithmName(forced))
+                                          : fmt::format("cheapest by the cost model ({} link;{})",
+                                                        link.alphaMicros == kShmLink.alphaMicros ? "shm" : "tcp", considered);
+  }
+  return best;
+}
+
+}  // namespace cc::collectives

@@ -1,0 +1,32 @@
+// cc's checkpoints: the model as a safetensors file with GPT-2's tensor names and layouts
+// (wte.weight [V, C] without the padded rows, Conv1D weights [in, out]) plus the model
+// shape in its metadata, and beside it (optimizerPath()) the AdamW moments over the whole
+// parameter buffer and the step. Loading validates everything against the expected layout
+// before it changes anything, so a bad file leaves the run as it was.
+#pragma once
+
+#include "core/status.h"
+#include "parallel/model/config.h"
+#include "parallel/model/gpt.h"
+#include "parallel/optim/adamw.h"
+
+#include <optional>
+#include <string>
+
+namespace cc::parallel {
+
+// "run.safetensors" -> "run.optim.safetensors"; any other name gets ".optim" appended.
+std::string optimizerPath(const std::string& modelPath);
+
+// Writes the model file and, when optimizer is given, the optimizer file (each atomic).
+Status saveCheckpoint(const std::string& modelPath, const Gpt<float>& model, const AdamW* optimizer);
+
+// The model shape a checkpoint was written with (from its metadata).
+Result<GptConfig> readCheckpointConfig(const std::string& modelPath);
+
+// Loads the model's parameters, and the optimizer's state when `optimizer` is given and
+// the optimizer file exists (`loadedOptimizer` says whether it did). All or nothing.
+Status loadCheckpoint(const std::string& modelPath, Gpt<float>& model, AdamW* optimizer,
+                      bool* loadedOptimizer = nullptr);
+
+}  // namespace cc::parallel

@@ -1,0 +1,18 @@
+// GPT-2's initialisation, from a seed: matrices and embeddings N(0, 0.02), the two
+// projections that write into the residual stream scaled by 1/sqrt(2L), LayerNorm weights
+// 1, biases 0, the padded vocabulary rows 0. Each tensor draws from its own stream
+// (seed, tensor index), so the values do not depend on how many tensors came before.
+#pragma once
+
+#include "parallel/model/config.h"
+#include "parallel/model/parameter_layout.h"
+
+#include <cstdint>
+#include <span>
+
+namespace cc::parallel {
+
+void initializeParameters(std::span<float> parameters, const GptConfig& config, const ParameterLayout& layout,
+                          uint64_t seed);
+
+}  // namespace cc::parallel

@@ -1,0 +1,47 @@
+// AdamW (Loshchilov & Hutter): Adam's moments with bias correction, and weight decay
+// applied to the parameter directly (decoupled), only to tensors the layout marks as
+// decaying (matrices and embeddings, not biases or LayerNorm). The state is two buffers
+// in the parameters' layout, so ZeRO can shard it by the same slices.
+#pragma once
+
+#include "parallel/model/parameter_layout.h"
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace cc::parallel {
+
+struct AdamWOptions {
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float epsilon = 1e-8f;
+  float weightDecay = 0.1f;
+};
+
+class AdamW {
+ public:
+  AdamW(size_t parameterCount, AdamWOptions options);
+
+  // One step at learning rate lr; each gradient is multiplied by gradientScale first
+  // (clipping and micro-batch averaging fold into it). Advances step().
+  void update(std::span<float> parameters, std::span<const float> gradients, const ParameterLayout& layout,
+              float lr, float gradientScale);
+
+  int64_t step() const { return step_; }
+  const AdamWOptions& options() const { return options_; }
+  std::span<float> firstMoment() { return m_; }
+  std::span<float> secondMoment() { return v_; }
+  std::span<const float> firstMoment() const { return m_; }
+  std::span<const float> secondMoment() const { return v_; }
+  // For checkpoint loading: replaces the whole state at once.
+  void restore(std::vector<float> m, std::vector<float> v, int64_t step);
+
+ private:
+  AdamWOptions options_;
+  std::vector<float> m_;
+  std::vector<float> v_;
+  int64_t step_ = 0;
+};
+
+}  // namespace cc::parallel
