@@ -70,7 +70,12 @@ std::string describeCall(uint64_t shape, uint64_t count) {
   auto type = static_cast<ccDataType_t>((shape >> 8) & 0xff);
   auto op = static_cast<ccRedOp_t>((shape >> 16) & 0xff);
   auto root = static_cast<int>(shape >> 24);
-  return fmt::format("{}(count {}, {}, {}, root {})", collectiveName(kind), count, dataTypeName(type), redOpName(op), root);
+  std::string text = fmt::format("{}(count {}, {}", collectiveName(kind), count, dataTypeName(type));
+  if (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduce || kind == CollectiveKind::kReduceScatter) {
+    text += fmt::format(", {}", redOpName(op));
+  }
+  if (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce) text += fmt::format(", root {}", root);
+  return text + ")";
 }
 
 class Direct {

@@ -14,6 +14,7 @@
 #include "collectives/collective.h"
 #include "comm/communicator.h"
 #include "comm/executor.h"
+#include "comm/handles.h"
 #include "comm/launcher.h"
 #include "comm/stream.h"
 #include "core/bootstrap.h"
@@ -418,6 +419,10 @@ Status split(const std::shared_ptr<Communicator>& parent, int color, int key, cc
 
 }  // namespace
 }  // namespace cc
+
+namespace cc::comm {
+std::shared_ptr<Communicator> communicatorOf(ccComm_t handle) { return tryLookup(handle); }
+}  // namespace cc::comm
 
 using namespace cc;  // NOLINT: the C entry points below
 
