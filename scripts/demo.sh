@@ -23,3 +23,14 @@ CC_DEBUG=INFO mpirun --oversubscribe -np 4 build/bin/cc-ring-exchange 2>&1 | gre
 echo
 echo "=== 2. cc-bench p2p -np 2 --peer mpi (cc over shm and tcp, memcpy, Open MPI; rows in out/p2p.json)"
 build/bin/cc-bench p2p -np 2 -b 8 -e 256M -f 4 --peer mpi --json out/p2p.json
+
+echo
+echo "=== 3. cc-train: the reference model (L=4, H=4, C=256, T=128, V=256) on synthetic data, one thread"
+rm -f out/train.csv
+build/bin/cc-train --steps 100 --warmup 10 --print-every 10 --eval-every 50 --log out/train.csv --plot out/train_loss.svg
+echo "(every step in out/train.csv, the curve in out/train_loss.svg)"
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  echo
+  echo "=== 4. bench/train_compare.sh: cc-train beside PyTorch 1.13, same model, batch and threads"
+  bench/train_compare.sh --rounds 3 --steps 15
+fi

@@ -11,6 +11,7 @@ packages=(
   iproute2 gawk                              # network namespaces for the two-host tests
   clang libclang-rt-14-dev                   # libFuzzer
   libopenblas-dev                            # GEMMs of the reference model
+  nlohmann-json3-dev                         # safetensors headers of the model checkpoints
 )
 # ./scripts/install-deps.sh --demo adds the peers the demo compares against.
 if [ "${1:-}" = "--demo" ]; then

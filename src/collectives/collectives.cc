@@ -115,6 +115,28 @@ void divideAverage(const comm::Communicator& comm, const CollectiveArgs& args) {
   divideForAverage(args.recv, args.count, args.type, comm.size());
 }
 
+// The tuner's choice, remembered for the next call of the same shape.
+Choice decide(comm::Communicator& comm, const CollectiveArgs& args) {
+  comm::Communicator::DecisionCache& cache = comm.decisionCache();
+  const uint64_t shape = static_cast<uint64_t>(args.kind) | static_cast<uint64_t>(args.type) << 8 |
+                         static_cast<uint64_t>(args.op) << 16 | static_cast<uint64_t>(static_cast<uint32_t>(args.root)) << 24;
+  const bool cacheable = args.kind != CollectiveKind::kAllToAllv && !log::enabled(log::Level::kInfo);
+  if (cacheable && cache.shape == shape && cache.count == args.count && cache.forcedAlgorithm == comm.algorithmOverride() &&
+      cache.forcedChunkBytes == comm.chunkBytesOverride()) {
+    Choice choice;
+    choice.algorithm = static_cast<Algorithm>(cache.algorithm);
+    choice.chunkBytes = cache.chunkBytes;
+    choice.oneShot = cache.oneShot;
+    return choice;
+  }
+  Choice choice = choose(comm, args, static_cast<Algorithm>(comm.algorithmOverride()), comm.chunkBytesOverride());
+  if (cacheable) {
+    cache = {shape, args.count, comm.algorithmOverride(), comm.chunkBytesOverride(), static_cast<int>(choice.algorithm),
+             choice.chunkBytes, choice.oneShot};
+  }
+  return choice;
+}
+
 }  // namespace
 
 const char* collectiveName(CollectiveKind kind) {
@@ -161,7 +183,7 @@ Status runCollective(comm::Communicator& comm, const CollectiveArgs& args) {
     runAlone(Context(comm, args, 1));
     return Status::ok();
   }
-  Choice choice = choose(comm, args, static_cast<Algorithm>(comm.algorithmOverride()), comm.chunkBytesOverride());
+  Choice choice = decide(comm, args);
   if (log::enabled(log::Level::kInfo)) {
     log::info("{} of {} x {} on {} ranks: {}{} chunk {} B ({})", collectiveName(args.kind), args.count,
               dataTypeName(args.type), comm.size(), algorithmName(choice.algorithm), choice.oneShot ? " one-shot" : "",

@@ -216,6 +216,14 @@ class Direct {
   size_t halfBytes_;
 };
 
+// Source pointers for a reduction, one per rank, reused from call to call (no
+// allocation on the hot path).
+std::vector<const void*>& sourceList(int n) {
+  thread_local std::vector<const void*> sources;
+  sources.resize(static_cast<size_t>(n));
+  return sources;
+}
+
 // Round k may write half k % 2 once every peer has released round k-2.
 Status beginRound(Direct& direct, uint64_t round) {
   if (round > 2) return direct.waitFor(kReleased, round - 2);
@@ -225,7 +233,7 @@ Status beginRound(Direct& direct, uint64_t round) {
 Status allReduceOneShot(const Context& ctx, Direct& direct, size_t blockElements) {
   const CollectiveArgs& args = ctx.args();
   const int n = ctx.size();
-  std::vector<const void*> sources(static_cast<size_t>(n));
+  std::vector<const void*>& sources = sourceList(n);
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
     uint64_t round = direct.nextRound();
@@ -249,7 +257,7 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
   const int n = ctx.size();
   const int me = ctx.rank();
   const bool isRoot = me == args.root;
-  std::vector<const void*> sources(static_cast<size_t>(n));
+  std::vector<const void*>& sources = sourceList(n);
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
     uint64_t round = direct.nextRound();
@@ -375,7 +383,7 @@ Status directReduceScatter(const Context& ctx) {
   const int me = ctx.rank();
   size_t perRank = std::min(direct.halfBytes() / static_cast<size_t>(n), ctx.bytes(ctx.chunkElements()));
   size_t blockElements = std::max<size_t>(1, perRank / ctx.elementSize());
-  std::vector<const void*> sources(static_cast<size_t>(n));
+  std::vector<const void*>& sources = sourceList(n);
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
     uint64_t round = direct.nextRound();

@@ -122,19 +122,19 @@ double userBytes(const comm::Communicator& comm, const CollectiveArgs& args) {
 
 }  // namespace
 
-std::vector<Algorithm> candidates(const comm::Communicator& comm, CollectiveKind kind) {
-  std::vector<Algorithm> result;
-  bool direct = directAvailable(comm);
+Candidates candidates(const comm::Communicator& comm, CollectiveKind kind) {
+  Candidates result;
+  auto add = [&](Algorithm algorithm) { result.list[result.count++] = algorithm; };
   switch (kind) {
-    case CollectiveKind::kAllReduce: result = {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling}; break;
+    case CollectiveKind::kAllReduce: add(Algorithm::kRing); add(Algorithm::kTree); add(Algorithm::kHalvingDoubling); break;
     case CollectiveKind::kBroadcast:
-    case CollectiveKind::kReduce: result = {Algorithm::kRing, Algorithm::kTree}; break;
+    case CollectiveKind::kReduce: add(Algorithm::kRing); add(Algorithm::kTree); break;
     case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter: result = {Algorithm::kRing}; break;
-    case CollectiveKind::kAllToAll: result = {Algorithm::kPairwise, Algorithm::kBruck}; break;
-    case CollectiveKind::kAllToAllv: result = {Algorithm::kPairwise}; break;
+    case CollectiveKind::kReduceScatter: add(Algorithm::kRing); break;
+    case CollectiveKind::kAllToAll: add(Algorithm::kPairwise); add(Algorithm::kBruck); break;
+    case CollectiveKind::kAllToAllv: add(Algorithm::kPairwise); break;
   }
-  if (direct && kind != CollectiveKind::kAllToAllv) result.push_back(Algorithm::kDirect);
+  if (kind != CollectiveKind::kAllToAllv && directAvailable(comm)) add(Algorithm::kDirect);
   return result;
 }
 
@@ -142,7 +142,8 @@ Choice choose(const comm::Communicator& comm, const CollectiveArgs& args, Algori
   const int n = comm.size();
   const double bytes = userBytes(comm, args);
   const Link link = linkOf(comm);
-  std::vector<Algorithm> options = candidates(comm, args.kind);
+  const Candidates options = candidates(comm, args.kind);
+  const bool explain = log::enabled(log::Level::kInfo);
   Choice best;
   best.predictedMicros = INFINITY;
   std::string considered;
@@ -161,7 +162,7 @@ Choice choose(const comm::Communicator& comm, const CollectiveArgs& args, Algori
       oneShot = args.kind == CollectiveKind::kAllReduce && (bytes <= kOneShotBytes || args.count < static_cast<size_t>(n));
     }
     double predicted = cost(algorithm, args.kind, n, bytes, link, std::max<size_t>(chunk, 1), oneShot);
-    considered += fmt::format(" {}={:.1f}us", algorithmName(algorithm), predicted);
+    if (explain) considered += fmt::format(" {}={:.1f}us", algorithmName(algorithm), predicted);
     bool take = forced == Algorithm::kAuto ? predicted < best.predictedMicros : algorithm == forced;
     if (take) {
       best.algorithm = algorithm;
@@ -178,7 +179,7 @@ Choice choose(const comm::Communicator& comm, const CollectiveArgs& args, Algori
                                fallback.why);
     return fallback;
   }
-  if (log::enabled(log::Level::kInfo)) {
+  if (explain) {
     best.why = forced != Algorithm::kAuto ? fmt::format("CC_ALGO={}", algorithmName(forced))
                                           : fmt::format("cheapest by the cost model ({} link;{})",
                                                         link.alphaMicros == kShmLink.alphaMicros ? "shm" : "tcp", considered);

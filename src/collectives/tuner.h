@@ -17,8 +17,15 @@ struct Choice {
   std::string why;       // for CC_DEBUG=INFO
 };
 
-// The algorithms that can run this collective on this communicator.
-std::vector<Algorithm> candidates(const comm::Communicator& comm, CollectiveKind kind);
+// The algorithms that can run this collective on this communicator (no allocation:
+// this runs on every call).
+struct Candidates {
+  Algorithm list[4] = {};
+  int count = 0;
+  const Algorithm* begin() const { return list; }
+  const Algorithm* end() const { return list + count; }
+};
+Candidates candidates(const comm::Communicator& comm, CollectiveKind kind);
 
 // `forced`: CC_ALGO (kAuto: the model decides); `forcedChunkBytes`: CC_CHUNK_BYTES (0: the
 // model's). Deterministic: every rank with the same call and configuration chooses the

@@ -294,38 +294,35 @@ Status validateCollective(const char* call, const collectives::CollectiveArgs& a
   return Status::ok();
 }
 
-Status runOrQueue(const char* call, std::shared_ptr<collectives::CollectiveArgs> args,
-                  const std::shared_ptr<Communicator>& comm, ccStream_t streamHandle) {
-  CC_ASSIGN_OR_RETURN(std::shared_ptr<comm::Stream> stream, lookupStream(streamHandle));
-  if (gGroup.depth > 0) {
-    GroupedOp grouped{comm, PointToPoint{}, stream, std::move(args)};
-    gGroup.ops.push_back(std::move(grouped));
-    return Status::ok();
-  }
-  if (stream != nullptr) {
-    std::vector<GroupedOp> single;
-    single.push_back(GroupedOp{comm, PointToPoint{}, stream, std::move(args)});
-    return launch(std::move(single));
-  }
-  std::lock_guard lock(comm->operationMutex());
-  log::ScopedRank scopedRank(comm->rank());
-  (void)call;
-  return collectives::runCollective(*comm, *args);
-}
-
-// The common path of every collective entry point.
+// The common path of every collective entry point. The blocking call (NULL stream,
+// no group) keeps its arguments on the stack: no allocation on the hot path.
 template <typename Fill>
-ccResult_t collectiveEntry(const char* call, ccComm_t handle, ccStream_t stream, int rawOp, Fill&& fill) {
+ccResult_t collectiveEntry(const char* call, ccComm_t handle, ccStream_t streamHandle, int rawOp, Fill&& fill) {
   std::shared_ptr<Communicator> comm = tryLookup(handle);
   ccResult_t result = guarded(comm.get(), [&]() -> Status {
     if (!comm) {
       Status missing = lookup(handle).status();
       return (missing.isOk() ? invalidArgument("comm is not a live communicator") : missing).withContext(call);
     }
-    auto args = std::make_shared<collectives::CollectiveArgs>();
-    CC_TRY(fill(*args, *comm));
-    CC_TRY(validateCollective(call, *args, rawOp, *comm));
-    Status status = runOrQueue(call, std::move(args), comm, stream);
+    collectives::CollectiveArgs args;
+    CC_TRY(fill(args, *comm));
+    CC_TRY(validateCollective(call, args, rawOp, *comm));
+    CC_ASSIGN_OR_RETURN(std::shared_ptr<comm::Stream> stream, lookupStream(streamHandle));
+    Status status;
+    if (gGroup.depth > 0 || stream != nullptr) {
+      GroupedOp grouped{comm, PointToPoint{}, stream, std::make_shared<collectives::CollectiveArgs>(std::move(args))};
+      if (gGroup.depth > 0) {
+        gGroup.ops.push_back(std::move(grouped));
+        return Status::ok();
+      }
+      std::vector<GroupedOp> single;
+      single.push_back(std::move(grouped));
+      status = launch(std::move(single));
+    } else {
+      std::lock_guard lock(comm->operationMutex());
+      log::ScopedRank scopedRank(comm->rank());
+      status = collectives::runCollective(*comm, args);
+    }
     if (status.isOk()) return status;
     return status.withContext(std::string(call) + " on rank " + std::to_string(comm->rank()));
   });

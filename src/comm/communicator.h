@@ -77,6 +77,18 @@ class Communicator {
   // CC_CHUNK_BYTES at creation; tests set them per call.
   int& algorithmOverride() { return algorithmOverride_; }
   size_t& chunkBytesOverride() { return chunkBytesOverride_; }
+  // The last collective decision (collectives/collectives.cc): a call with the same
+  // shape, count and overrides skips the cost model.
+  struct DecisionCache {
+    uint64_t shape = ~uint64_t{0};
+    uint64_t count = 0;
+    int forcedAlgorithm = 0;
+    size_t forcedChunkBytes = 0;
+    int algorithm = 0;
+    size_t chunkBytes = 0;
+    bool oneShot = false;
+  };
+  DecisionCache& decisionCache() { return decisionCache_; }
   // Rounds of the direct collectives so far (the same on every rank).
   uint64_t& directRound() { return directRound_; }
 
@@ -98,6 +110,7 @@ class Communicator {
   size_t sharedRegionBytes_ = 0;
   uint64_t directRound_ = 0;
   int algorithmOverride_ = 0;
+  DecisionCache decisionCache_;
   size_t chunkBytesOverride_ = 0;
   FileDescriptor epoll_;
   FileDescriptor abortEvent_;  // in the epoll set, so an abort wakes a TCP wait

@@ -1,5 +1,7 @@
 #include "core/config.h"
 
+#include "core/log.h"
+
 #include <sys/socket.h>
 
 #include <iterator>
@@ -36,6 +38,7 @@ Status readInto(const char* name, int64_t low, int64_t high, T& field) {
 }  // namespace
 
 Result<Config> Config::fromEnvironment() {
+  log::reloadLevel();
   Config config;
   CC_TRY(readInto("CC_TIMEOUT_MS", 1, int64_t{1} << 40, config.timeoutMs));
   CC_TRY(readInto("CC_SPIN_US", 0, 10'000'000, config.spinMicros));

@@ -1,3 +1,4 @@
+#include <atomic>
 #include "core/log.h"
 
 #include <unistd.h>
@@ -40,9 +41,22 @@ const std::string& hostName() {
 
 }  // namespace
 
+namespace {
+// Cached: reading the environment costs more than a small collective. Re-read whenever a
+// communicator is created (Config::fromEnvironment), so that tests and tools that set
+// CC_DEBUG after the process started are still heard.
+std::atomic<int> gLevel{-1};
+}  // namespace
+
+void reloadLevel() { gLevel.store(static_cast<int>(parseLevel(std::getenv("CC_DEBUG"))), std::memory_order_relaxed); }
+
 Level currentLevel() {
-  // Read each time: tests and tools set CC_DEBUG after the process started.
-  return parseLevel(std::getenv("CC_DEBUG"));
+  int level = gLevel.load(std::memory_order_relaxed);
+  if (level < 0) {
+    reloadLevel();
+    level = gLevel.load(std::memory_order_relaxed);
+  }
+  return static_cast<Level>(level);
 }
 
 bool enabled(Level level) { return level != Level::kNone && level <= currentLevel(); }

@@ -13,6 +13,8 @@ enum class Level { kNone = 0, kWarn = 1, kInfo = 2, kTrace = 3 };
 
 Level currentLevel();
 bool enabled(Level level);
+// Reads CC_DEBUG again (the level is cached; communicator creation calls this).
+void reloadLevel();
 // Rank shown in this thread's lines (-1: none). Set while a communicator works.
 void setThreadRank(int rank);
 int threadRank();

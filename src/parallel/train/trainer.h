@@ -23,7 +23,7 @@ struct TrainOptions {
   int batch = 8;           // B, sequences per micro-batch
   int gradAccum = 1;       // micro-batches per optimizer step
   int64_t steps = 200;     // length of the schedule
-  float lr = 1e-3f;
+  float lr = 3e-3f;
   int64_t warmup = 20;
   float clip = 1.0f;       // global-norm clipping; <= 0 turns it off
   AdamWOptions adamw;

@@ -1,0 +1,54 @@
+// Central finite differences in fp64, shared by the layer and model gradient tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "parallel/model/rng.h"
+
+namespace cc::parallel::testing {
+
+inline std::vector<double> randomVector(size_t count, uint64_t seed, double scale = 1.0) {
+  Rng rng(seed);
+  std::vector<double> values(count);
+  for (double& value : values) value = scale * rng.normal();
+  return values;
+}
+
+// Perturbs every element of `x` by +-step, re-evaluates `objective`, and compares the
+// central difference with `analytic`. The error allowed is relative, with an absolute
+// floor for gradients near zero.
+inline void expectGradientMatches(const std::string& what, std::span<double> x, std::span<const double> analytic,
+                                  const std::function<double()>& objective, double tolerance = 1e-6) {
+  ASSERT_EQ(x.size(), analytic.size()) << what;
+  constexpr double kStep = 1e-5;
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double saved = x[i];
+    x[i] = saved + kStep;
+    const double up = objective();
+    x[i] = saved - kStep;
+    const double down = objective();
+    x[i] = saved;
+    const double numeric = (up - down) / (2 * kStep);
+    const double error = std::abs(numeric - analytic[i]) / std::max({1e-3, std::abs(numeric), std::abs(analytic[i])});
+    worst = std::max(worst, error);
+    ASSERT_LE(error, tolerance) << what << "[" << i << "]: analytic " << analytic[i] << " numeric " << numeric;
+  }
+  ::testing::Test::RecordProperty(what + "_worst_relative_error", std::to_string(worst));
+}
+
+// sum(out * weights): its gradient with respect to out is `weights`.
+inline double weightedSum(std::span<const double> out, std::span<const double> weights) {
+  double total = 0;
+  for (size_t i = 0; i < out.size(); ++i) total += out[i] * weights[i];
+  return total;
+}
+
+}  // namespace cc::parallel::testing

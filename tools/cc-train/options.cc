@@ -1,0 +1,118 @@
+#include "options.h"
+
+#include <charconv>
+#include <cmath>
+#include <functional>
+#include <map>
+
+namespace cc::parallel::train_tool {
+namespace {
+
+template <typename Integer>
+Status parseInteger(const std::string& flag, const std::string& text, Integer low, Integer high, Integer* out) {
+  Integer value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) {
+    return invalidArgument(flag + ": \"" + text + "\" is not an integer");
+  }
+  if (value < low || value > high) {
+    return invalidArgument(flag + ": " + text + " is not in [" + std::to_string(low) + ", " + std::to_string(high) + "]");
+  }
+  *out = value;
+  return Status::ok();
+}
+
+Status parseFloat(const std::string& flag, const std::string& text, float low, float high, float* out) {
+  char* end = nullptr;
+  const float value = std::strtof(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value)) {
+    return invalidArgument(flag + ": \"" + text + "\" is not a number");
+  }
+  if (value < low || value > high) {
+    return invalidArgument(flag + ": " + text + " is not in [" + std::to_string(low) + ", " + std::to_string(high) + "]");
+  }
+  *out = value;
+  return Status::ok();
+}
+
+}  // namespace
+
+const char* usage() {
+  return R"(usage: cc-train [flags]
+Trains the reference GPT-2-style model on one process (docs/TRAINING.md).
+
+model:     --layers L (4) --heads H (4) --width C (256) --vocab V (256) --seq T (128)
+batch:     --batch B (8) --grad-accum K (1)
+schedule:  --steps N (200) --lr X (3e-3) --warmup N (20) --weight-decay X (0.1) --clip X (1.0)
+           --seed S (1337) --stop-after N (leave after N steps of this run)
+data:      --data FILE.bin (default: synthetic data from the seed)
+           --prepare TEXT OUT.bin (byte-tokenise a text file, then exit)
+state:     --load CKPT --save CKPT --save-every K
+eval:      --eval FILE.bin (with --load and no --steps: print eval_loss and exit)
+           --eval-every K
+output:    --log FILE.csv --plot FILE.svg --print-every K (10)
+machine:   --threads N (1, OpenBLAS threads)
+)";
+}
+
+Result<Options> parseOptions(const std::vector<std::string>& arguments) {
+  Options options;
+  TrainOptions& train = options.train;
+  GptConfig& model = train.model;
+  constexpr int64_t kMaxSteps = int64_t{1} << 40;
+  using Handler = std::function<Status(const std::string&, const std::string&)>;
+  const std::map<std::string, Handler> handlers = {
+      {"--layers", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1024, &model.layers); }},
+      {"--heads", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1024, &model.heads); }},
+      {"--width", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 65536, &model.width); }},
+      {"--vocab", [&](auto& f, auto& v) { return parseInteger(f, v, 2, 65536, &model.vocab); }},
+      {"--seq", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 65536, &model.seq); }},
+      {"--batch", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 20, &train.batch); }},
+      {"--grad-accum", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 20, &train.gradAccum); }},
+      {"--steps",
+       [&](auto& f, auto& v) {
+         options.stepsGiven = true;
+         return parseInteger<int64_t>(f, v, 0, kMaxSteps, &train.steps);
+       }},
+      {"--stop-after", [&](auto& f, auto& v) { return parseInteger<int64_t>(f, v, 1, kMaxSteps, &options.stopAfter); }},
+      {"--warmup", [&](auto& f, auto& v) { return parseInteger<int64_t>(f, v, 0, kMaxSteps, &train.warmup); }},
+      {"--lr", [&](auto& f, auto& v) { return parseFloat(f, v, 0.0f, 10.0f, &train.lr); }},
+      {"--weight-decay", [&](auto& f, auto& v) { return parseFloat(f, v, 0.0f, 10.0f, &train.adamw.weightDecay); }},
+      {"--clip", [&](auto& f, auto& v) { return parseFloat(f, v, 0.0f, 1e6f, &train.clip); }},
+      {"--seed", [&](auto& f, auto& v) { return parseInteger<uint64_t>(f, v, 0, UINT64_MAX, &train.seed); }},
+      {"--data", [&](auto&, auto& v) { options.dataPath = v; return Status::ok(); }},
+      {"--load", [&](auto&, auto& v) { options.loadPath = v; return Status::ok(); }},
+      {"--save", [&](auto&, auto& v) { options.savePath = v; return Status::ok(); }},
+      {"--save-every", [&](auto& f, auto& v) { return parseInteger<int64_t>(f, v, 1, kMaxSteps, &options.saveEvery); }},
+      {"--eval-every", [&](auto& f, auto& v) { return parseInteger<int64_t>(f, v, 1, kMaxSteps, &options.evalEvery); }},
+      {"--eval", [&](auto&, auto& v) { options.evalPath = v; return Status::ok(); }},
+      {"--log", [&](auto&, auto& v) { options.logPath = v; return Status::ok(); }},
+      {"--plot", [&](auto&, auto& v) { options.plotPath = v; return Status::ok(); }},
+      {"--threads", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1024, &options.threads); }},
+      {"--print-every", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 30, &options.printEvery); }},
+  };
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const std::string& flag = arguments[i];
+    if (flag == "--help" || flag == "-h") {
+      options.help = true;
+      continue;
+    }
+    if (flag == "--prepare") {
+      if (i + 2 >= arguments.size()) return invalidArgument("--prepare needs TEXT and OUT.bin");
+      options.prepareText = arguments[i + 1];
+      options.prepareOut = arguments[i + 2];
+      i += 2;
+      continue;
+    }
+    const auto handler = handlers.find(flag);
+    if (handler == handlers.end()) return invalidArgument("unknown flag " + flag + " (see --help)");
+    if (i + 1 >= arguments.size()) return invalidArgument(flag + " needs a value");
+    CC_TRY(handler->second(flag, arguments[++i]));
+  }
+  if (!options.evalPath.empty() && !options.stepsGiven) train.steps = 0;
+  if (train.warmup > train.steps) train.warmup = train.steps;
+  CC_TRY(model.validate());
+  return options;
+}
+
+}  // namespace cc::parallel::train_tool
