@@ -10,26 +10,12 @@
 #include <deque>
 #include <string_view>
 
+#include "paths.h"
+
 namespace cc::bench {
 namespace {
 
 constexpr int kPeerTimeoutSeconds = 300;
-
-// The directory this executable lives in; ompi-pingpong is built into the same one.
-std::string executableDirectory() {
-  std::string path(4096, '\0');
-  ssize_t length = readlink("/proc/self/exe", path.data(), path.size() - 1);
-  if (length <= 0) return ".";
-  path.resize(static_cast<size_t>(length));
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-std::string shellQuote(std::string_view text) {
-  std::string quoted = "'";
-  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
 
 // "size,lat_us,bw_GBps"; false for anything else (headers, mpirun's own messages).
 bool parseLine(const std::string& line, OmpiPoint& point) {

@@ -1,0 +1,162 @@
+// The collective subcommands (see coll_command.h).
+#include "coll_command.h"
+
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <memory>
+#include <vector>
+
+#include "cc_call.h"
+#include "coll_cc.h"
+#include "coll_peer.h"
+#include "coll_peers.h"
+#include "coll_report.h"
+#include "launch.h"
+
+namespace cc::bench {
+namespace {
+
+void printPreamble(const CollOptions& o, bool underMpirun, int nranks,
+                   const std::vector<PeerRun*>& peers) {
+  char host[256] = "?";
+  gethostname(host, sizeof(host) - 1);
+  fmt::print("# cc-bench {}: {} ranks ({}) on {}\n", coll::collectiveName(o.collective), nranks,
+             underMpirun ? "mpirun" : "forked here", host);
+  fmt::print(
+      "# minBytes {} maxBytes {} step: {}(factor) warmup iters: {} iters: {} validation: {} "
+      "stream: {}\n",
+      o.minBytes, o.maxBytes, o.factor, o.warmup, o.iterations, o.check ? 1 : 0,
+      !o.useStream ? "NULL (blocking)"
+      : o.blocking ? "ccStream_t, synchronized every iteration"
+                   : "ccStream_t, synchronized after the loop");
+  fmt::print("# time: average over iterations of the slowest rank; GB = 1e9 B; bus factor {:.3f}\n",
+             coll::busFactor(o.collective, nranks));
+  if (!peers.empty()) {
+    std::string names;
+    for (const PeerRun* p : peers) names += (names.empty() ? "" : ", ") + p->rows().name;
+    fmt::print("# peers: {}, run row by row between cc's rows (their tables follow cc's)\n", names);
+  }
+  fmt::print("#\n");
+  std::fflush(stdout);
+}
+
+// Rank 0, after the sweep: the rest of the output and the files. Returns cc's wrong count.
+int64_t report(CollReport& report, std::vector<std::unique_ptr<PeerRun>>& peers) {
+  const CollOptions& o = *report.options;
+  int64_t wrong = printCollFooter(report, report.systems.front(), stdout);
+  for (std::unique_ptr<PeerRun>& peer : peers) {
+    peer->finish();
+    report.systems.push_back(peer->rows());
+  }
+  printPeerTables(report, stdout);
+  printComparison(report, stdout);
+  std::fflush(stdout);
+  std::string error;
+  if (!o.jsonPath.empty() && !writeCollJson(report, o.jsonPath, error)) failRank(error);
+  if (!o.csvPath.empty() && !writeCollCsv(report, o.csvPath, error)) failRank(error);
+  if (!o.plotPath.empty() && !writeCollSvg(report, o.plotPath, error)) failRank(error);
+  return wrong;
+}
+
+}  // namespace
+
+int runCollCommand(const CollOptions& options) {
+  bool underMpirun = launchedByMpirun();
+  bool wantPeers = (options.peerMpi || options.peerGloo) && !underMpirun;
+  if (underMpirun && (options.peerMpi || options.peerGloo)) {
+    std::fprintf(stderr,
+                 "cc-bench: --peer is ignored under mpirun (run cc-bench by hand to compare)\n");
+  }
+  if (underMpirun && options.nranksGiven) {
+    std::fprintf(stderr, "cc-bench: -np is ignored under mpirun (mpirun chose the ranks)\n");
+  }
+  // The gates and Gloo's store live here; made before the fork so every rank sees them.
+  std::unique_ptr<TempDirectory> work;
+  std::string ccGates;
+  if (wantPeers) {
+    work = std::make_unique<TempDirectory>();
+    std::string error;
+    if (work->path().empty()) {
+      std::fprintf(stderr, "cc-bench: cannot make a temporary directory for the peers\n");
+      return 1;
+    }
+    ccGates = work->path() + "/cc";
+    if (!GateSet::create(ccGates, 1, options.nranks, error)) {
+      std::fprintf(stderr, "cc-bench: %s\n", error.c_str());
+      return 1;
+    }
+  }
+
+  RankProgram program;
+  program.transports = {""};  // whatever CC_TRANSPORT selects (auto: shm on one host)
+  program.measure = [&](ccComm_t comm, int rank, int nranks, const std::string&, bool) {
+    if (options.root >= nranks)
+      failRank(fmt::format("root {} is not a rank of {}", options.root, nranks));
+    CollReport collReport;
+    collReport.options = &options;
+    collReport.nranks = nranks;
+    collReport.systems.push_back({"cc", "cc", {}, {}});
+    std::vector<coll::Shape> shapes =
+        coll::rowShapes(options.collective, options.type, nranks, options.minBytes,
+                        options.maxBytes, options.factor);
+    size_t maxSend = 0;
+    size_t maxRecv = 0;
+    for (const coll::Shape& s : shapes) {
+      maxSend = std::max(maxSend, s.sendElems * coll::typeSize(options.type));
+      maxRecv = std::max(maxRecv, s.recvElems * coll::typeSize(options.type));
+    }
+    coll::Buffer send = coll::makeBuffer(maxSend);
+    coll::Buffer recv = coll::makeBuffer(maxRecv);
+    ccStream_t stream = nullptr;
+    if (options.useStream) checkCc(ccStreamCreate(&stream), comm, "ccStreamCreate");
+
+    // Rank 0 starts the peers and holds every gate; the other ranks wait at theirs.
+    std::vector<std::unique_ptr<PeerRun>> peers;
+    GateSet gates;
+    std::unique_ptr<coll::Gate> myGate;
+    if (wantPeers && rank == 0) {
+      std::string error;
+      if (!gates.open(ccGates, 1, nranks, error)) failRank(error);
+      if (options.peerMpi)
+        peers.push_back(std::make_unique<PeerRun>("mpi", options, nranks, work->path()));
+      if (options.peerGloo)
+        peers.push_back(std::make_unique<PeerRun>("gloo", options, nranks, work->path()));
+      std::vector<PeerRun*> views;
+      for (auto& p : peers) views.push_back(p.get());
+      printPreamble(options, underMpirun, nranks, views);
+      for (auto& p : peers) {
+        if (!p->start()) fmt::print("# note: {}\n", p->rows().note);
+      }
+    } else if (rank == 0) {
+      printPreamble(options, underMpirun, nranks, {});
+    }
+    if (wantPeers && rank != 0) myGate = std::make_unique<coll::Gate>(ccGates, rank);
+    if (rank == 0) printCollHeader(stdout);
+
+    for (const coll::Shape& shape : shapes) {
+      if (wantPeers) {
+        if (rank == 0)
+          gates.release();
+        else if (!myGate->wait())
+          break;
+      }
+      CollRow row =
+          measureCcRow(comm, stream, options, shape, rank, nranks, {send.get(), recv.get()});
+      if (rank != 0) continue;
+      printCollRow(collReport, row, stdout);
+      collReport.systems.front().rows.push_back(row);
+      for (auto& p : peers) p->step(shape);
+    }
+    if (stream != nullptr) checkCc(ccStreamDestroy(stream), comm, "ccStreamDestroy");
+    if (rank != 0) return;
+    gates.close();
+    int64_t wrong = report(collReport, peers);
+    if (wrong > 0) failRank(fmt::format("cc gave {} wrong elements", wrong));
+  };
+  program.finish = [](int) {};
+
+  return underMpirun ? runUnderMpirun(program) : runForked(options.nranks, program);
+}
+
+}  // namespace cc::bench
