@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The collective measurements behind docs/PERFORMANCE.md: cc beside Open MPI (and Gloo
+# where it is built) in the same cc-bench invocation, interleaved row by row, repeated
+# so that medians can be taken. Rows go to out/bench/*.json; the tables to stdout.
+#
+#   ./scripts/bench-collectives.sh [runs]     (default 3 runs; about 3 minutes each)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-3}
+export CC_SOCKET_IFNAME=${CC_SOCKET_IFNAME:-lo}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+bench=build/bin/cc-bench
+peers=mpi
+[ -x build/bin/gloo-coll ] && peers=mpi,gloo
+mkdir -p out/bench
+
+for run in $(seq 1 "$runs"); do
+  echo "=== run $run: np=2 all-reduce, 8 B to 256 MiB"
+  $bench allreduce -np 2 -b 8 -e 256M -f 4 --peer "$peers" --json "out/bench/allreduce-np2-run$run.json" |
+    sed -n '/cc against/,$p'
+  for np in 4 8; do
+    echo "=== run $run: np=$np all-reduce (more ranks than cores)"
+    $bench allreduce -np "$np" -b 8 -e 64M -f 64 --peer mpi --json "out/bench/allreduce-np$np-run$run.json" |
+      sed -n '/cc against/,$p'
+  done
+  for collective in allgather reducescatter alltoall broadcast; do
+    echo "=== run $run: np=2 $collective, 1 MiB and 64 MiB"
+    $bench "$collective" -np 2 -b 1M -e 64M -f 64 --peer mpi --json "out/bench/$collective-np2-run$run.json" |
+      sed -n '/cc against/,$p'
+  done
+done
+echo "=== memcpy (the memory-bandwidth yardstick)"
+$bench p2p -np 2 -b 1M -e 256M -f 16 --transport shm | grep -iE "memcpy|size" | head -20
