@@ -54,9 +54,10 @@ struct alignas(64) CallLine {
   std::atomic<uint64_t> shape;  // kind | type << 8 | op << 16 | root << 24
   std::atomic<uint64_t> count;
 };
+constexpr uint64_t kMaxSlots = 32;
 struct Control {
   FlagLine flags[4];
-  CallLine calls[2];
+  CallLine calls[kMaxSlots];  // one per staging slot
 };
 static_assert(sizeof(Control) <= comm::kDirectControlBytes);
 
@@ -80,19 +81,38 @@ std::string describeCall(uint64_t shape, uint64_t count) {
 
 class Direct {
  public:
-  Direct(const Context& ctx)
-      : ctx_(ctx),
-        comm_(ctx.comm()),
-        n_(ctx.size()),
-        me_(ctx.rank()),
-        halfBytes_(directHalfBytes(comm_)) {}
+  // The staging is cut into slots of about `wantedSlotBytes` (the tuner's chunk), at
+  // least two and at most kMaxSlots of them: round k uses slot k % slots, so a rank can
+  // run up to `slots` rounds ahead of its slowest reader.
+  Direct(const Context& ctx, size_t wantedSlotBytes)
+      : ctx_(ctx), comm_(ctx.comm()), n_(ctx.size()), me_(ctx.rank()) {
+    size_t staging = directStagingHalfBytes(comm_) * 2;
+    slotBytes_ = std::clamp<size_t>((wantedSlotBytes + 63) / 64 * 64, 64 * static_cast<size_t>(n_), staging / 2);
+    slots_ = std::min<uint64_t>(kMaxSlots, staging / slotBytes_);
+  }
 
-  // Bytes of one staging half.
-  size_t halfBytes() const { return halfBytes_; }
+  // Bytes of one staging slot.
+  size_t slotBytes() const { return slotBytes_; }
+
+  // The slot layout changes with the chunk size: before rounds of a new layout reuse
+  // memory, every earlier round must have been released everywhere.
+  Status adoptLayout() {
+    uint64_t& layout = comm_.directLayout();
+    if (layout == slotBytes_) return Status::ok();
+    if (comm_.directRound() > 0) CC_TRY(waitFor(kReleased, comm_.directRound()));
+    layout = slotBytes_;
+    return Status::ok();
+  }
+
+  // Round k may write its slot once every peer has released the round that used it last.
+  Status beginRound(uint64_t round) {
+    if (round > slots_) return waitFor(kReleased, round - slots_);
+    return Status::ok();
+  }
 
   Control& control(int rank) const { return *reinterpret_cast<Control*>(comm_.sharedRegion(rank)); }
   std::byte* staging(int rank, uint64_t round) const {
-    return comm_.sharedRegion(rank) + comm::kDirectControlBytes + (round % 2) * halfBytes_;
+    return comm_.sharedRegion(rank) + comm::kDirectControlBytes + (round % slots_) * slotBytes_;
   }
 
   uint64_t nextRound() { return ++comm_.directRound(); }
@@ -105,14 +125,14 @@ class Direct {
   }
 
   void describe(uint64_t round) {
-    CallLine& line = control(me_).calls[round % 2];
+    CallLine& line = control(me_).calls[round % slots_];
     line.shape.store(shapeOf(ctx_.args()), std::memory_order_relaxed);
     line.count.store(ctx_.args().count, std::memory_order_relaxed);
   }
 
   // After `ready` of round k from `peer`: did it make the same call?
   Status checkCall(int peer, uint64_t round) {
-    CallLine& line = control(peer).calls[round % 2];
+    CallLine& line = control(peer).calls[round % slots_];
     uint64_t shape = line.shape.load(std::memory_order_relaxed);
     uint64_t count = line.count.load(std::memory_order_relaxed);
     if (shape == shapeOf(ctx_.args()) && count == ctx_.args().count) return Status::ok();
@@ -170,11 +190,6 @@ class Direct {
   }
 
  private:
-  static size_t directHalfBytes(comm::Communicator& comm) {
-    size_t staging = comm.sharedRegionBytes() > comm::kDirectControlBytes ? comm.sharedRegionBytes() - comm::kDirectControlBytes : 0;
-    return staging / 2 / 64 * 64;
-  }
-
   bool arrived(Flag flag, uint64_t round, int peer) const {
     if (peer >= 0) return control(peer).flags[flag].value.load(std::memory_order_seq_cst) >= round;
     for (int p = 0; p < n_; ++p) {
@@ -213,7 +228,8 @@ class Direct {
   comm::Communicator& comm_;
   int n_;
   int me_;
-  size_t halfBytes_;
+  size_t slotBytes_ = 0;
+  uint64_t slots_ = 2;
 };
 
 // Source pointers for a reduction, one per rank, reused from call to call (no
@@ -224,11 +240,7 @@ std::vector<const void*>& sourceList(int n) {
   return sources;
 }
 
-// Round k may write half k % 2 once every peer has released round k-2.
-Status beginRound(Direct& direct, uint64_t round) {
-  if (round > 2) return direct.waitFor(kReleased, round - 2);
-  return Status::ok();
-}
+Status beginRound(Direct& direct, uint64_t round) { return direct.beginRound(round); }
 
 Status allReduceOneShot(const Context& ctx, Direct& direct, size_t blockElements) {
   const CollectiveArgs& args = ctx.args();
@@ -313,25 +325,26 @@ size_t directStagingHalfBytes(const comm::Communicator& comm) {
 }
 
 Status directAllReduce(const Context& ctx, bool oneShot) {
-  Direct direct(ctx);
-  size_t limit = std::min(direct.halfBytes(), ctx.bytes(ctx.chunkElements()));
-  size_t blockElements = std::max<size_t>(1, limit / ctx.elementSize());
+  Direct direct(ctx, ctx.bytes(ctx.chunkElements()));
+  CC_TRY(direct.adoptLayout());
+  size_t blockElements = std::max<size_t>(1, direct.slotBytes() / ctx.elementSize());
   if (oneShot) return allReduceOneShot(ctx, direct, blockElements);
   return allReduceSliced(ctx, direct, blockElements, true);
 }
 
 Status directReduce(const Context& ctx) {
-  Direct direct(ctx);
-  size_t limit = std::min(direct.halfBytes(), ctx.bytes(ctx.chunkElements()));
-  return allReduceSliced(ctx, direct, std::max<size_t>(1, limit / ctx.elementSize()), false);
+  Direct direct(ctx, ctx.bytes(ctx.chunkElements()));
+  CC_TRY(direct.adoptLayout());
+  return allReduceSliced(ctx, direct, std::max<size_t>(1, direct.slotBytes() / ctx.elementSize()), false);
 }
 
 Status directBroadcast(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
-  Direct direct(ctx);
+  Direct direct(ctx, ctx.bytes(ctx.chunkElements()));
+  CC_TRY(direct.adoptLayout());
   const int root = args.root;
   const bool isRoot = ctx.rank() == root;
-  size_t blockElements = std::max<size_t>(1, std::min(direct.halfBytes(), ctx.bytes(ctx.chunkElements())) / ctx.elementSize());
+  size_t blockElements = std::max<size_t>(1, direct.slotBytes() / ctx.elementSize());
   if (isRoot) ctx.copy(args.recv, args.send, args.count);
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
@@ -353,10 +366,11 @@ Status directBroadcast(const Context& ctx) {
 
 Status directAllGather(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
-  Direct direct(ctx);
+  Direct direct(ctx, ctx.bytes(ctx.chunkElements()));
+  CC_TRY(direct.adoptLayout());
   const int n = ctx.size();
   const int me = ctx.rank();
-  size_t blockElements = std::max<size_t>(1, std::min(direct.halfBytes(), ctx.bytes(ctx.chunkElements())) / ctx.elementSize());
+  size_t blockElements = std::max<size_t>(1, direct.slotBytes() / ctx.elementSize());
   ctx.copy(ctx.recvAt(static_cast<size_t>(me) * args.count), args.send, args.count);
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
@@ -378,10 +392,11 @@ Status directAllGather(const Context& ctx) {
 
 Status directReduceScatter(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
-  Direct direct(ctx);
+  Direct direct(ctx, ctx.bytes(ctx.chunkElements()) * static_cast<size_t>(ctx.size()));
+  CC_TRY(direct.adoptLayout());
   const int n = ctx.size();
   const int me = ctx.rank();
-  size_t perRank = std::min(direct.halfBytes() / static_cast<size_t>(n), ctx.bytes(ctx.chunkElements()));
+  size_t perRank = direct.slotBytes() / static_cast<size_t>(n);
   size_t blockElements = std::max<size_t>(1, perRank / ctx.elementSize());
   std::vector<const void*>& sources = sourceList(n);
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
@@ -410,10 +425,11 @@ Status directReduceScatter(const Context& ctx) {
 
 Status directAllToAll(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
-  Direct direct(ctx);
+  Direct direct(ctx, ctx.bytes(ctx.chunkElements()) * static_cast<size_t>(ctx.size()));
+  CC_TRY(direct.adoptLayout());
   const int n = ctx.size();
   const int me = ctx.rank();
-  size_t perRank = std::min(direct.halfBytes() / static_cast<size_t>(n), ctx.bytes(ctx.chunkElements()));
+  size_t perRank = direct.slotBytes() / static_cast<size_t>(n);
   size_t blockElements = std::max<size_t>(1, perRank / ctx.elementSize());
   const auto block = [&](int p) { return static_cast<size_t>(p) * args.count; };
   ctx.copy(ctx.recvAt(block(me)), ctx.sendAt(block(me)), args.count);

@@ -91,6 +91,8 @@ class Communicator {
   DecisionCache& decisionCache() { return decisionCache_; }
   // Rounds of the direct collectives so far (the same on every rank).
   uint64_t& directRound() { return directRound_; }
+  // The slot size the direct rounds last used (0: none yet).
+  uint64_t& directLayout() { return directLayout_; }
 
  private:
   Communicator() = default;
@@ -109,6 +111,7 @@ class Communicator {
   std::vector<transport::shm::DoorbellWord*> bells_;
   size_t sharedRegionBytes_ = 0;
   uint64_t directRound_ = 0;
+  uint64_t directLayout_ = 0;
   int algorithmOverride_ = 0;
   DecisionCache decisionCache_;
   size_t chunkBytesOverride_ = 0;

@@ -16,12 +16,14 @@ namespace cc::parallel {
 using namespace layers;
 
 template <typename T>
-Gpt<T>::Gpt(const GptConfig& config, int maxBatch)
+Gpt<T>::Gpt(const GptConfig& config, int maxBatch, size_t bufferElements)
     : config_(config),
       layout_(config),
       maxBatch_(maxBatch),
-      parameters_(layout_.totalSize()),
-      gradients_(layout_.totalSize()),
+      parameterPages_(std::max(layout_.totalSize(), bufferElements) * sizeof(T)),
+      gradientPages_(parameterPages_.bytes()),
+      parameters_(static_cast<T*>(parameterPages_.data()), std::max(layout_.totalSize(), bufferElements)),
+      gradients_(static_cast<T*>(gradientPages_.data()), parameters_.size()),
       arena_(config, maxBatch) {}
 
 template <typename T>
@@ -42,6 +44,7 @@ double Gpt<T>::forward(std::span<const int32_t> inputs, std::span<const int32_t>
   for (int layer = 0; layer < config_.layers; ++layer) {
     const BlockOffsets& w = layout_.block(layer);
     BlockActivations<T>& a = arena_.blocks[static_cast<size_t>(layer)];
+    if (observer_ != nullptr) observer_->beforeBlockForward(layer);
     layerNormForward(a.ln1, a.ln1Mean, a.ln1Rstd, residual, p + w.ln1Weight, p + w.ln1Bias, n, c);
     linearForward(a.qkv, a.ln1, p + w.attnWeight, p + w.attnBias, rows, width, 3 * width);
     attentionForward(a.atty, a.att, a.qkv, shape);
@@ -53,6 +56,7 @@ double Gpt<T>::forward(std::span<const int32_t> inputs, std::span<const int32_t>
     linearForward(arena_.projection, a.fchGelu, p + w.fcProjWeight, p + w.fcProjBias, rows, 4 * width, width);
     residualForward(a.residual3, a.residual2, arena_.projection, n * c);
     residual = a.residual3;
+    if (observer_ != nullptr) observer_->afterBlockForward(layer);
   }
   layerNormForward(arena_.lnf, arena_.lnfMean, arena_.lnfRstd, residual, p + layout_.lnfWeight(),
                    p + layout_.lnfBias(), n, c);
@@ -86,12 +90,14 @@ void Gpt<T>::backward(T lossScale) {
   zero(d.dresidual, n * c);
   layerNormBackward(d.dresidual, g + layout_.lnfWeight(), g + layout_.lnfBias(), d.dln, lastResidual,
                     p + layout_.lnfWeight(), arena_.lnfMean, arena_.lnfRstd, n, c, d.layerNorm);
+  if (observer_ != nullptr) observer_->gradientsFinalFrom(layout_.lnfWeight());
 
   const AttentionShape shape{batch, seq, width, config_.heads};
   for (int layer = config_.layers - 1; layer >= 0; --layer) {
     const BlockOffsets& w = layout_.block(layer);
     BlockActivations<T>& a = arena_.blocks[static_cast<size_t>(layer)];
     const T* residual = layer == 0 ? arena_.encoded : arena_.blocks[static_cast<size_t>(layer) - 1].residual3;
+    if (observer_ != nullptr) observer_->beforeBlockBackward(layer);
     // d.dresidual is d(residual3); the residual add passes it unchanged to the MLP branch
     // and to residual2, so it is used in place for both.
     zero(d.dfchGelu, n * 4 * c);
@@ -115,8 +121,13 @@ void Gpt<T>::backward(T lossScale) {
                    3 * width);
     layerNormBackward(d.dresidual, g + w.ln1Weight, g + w.ln1Bias, d.dln, residual, p + w.ln1Weight,
                       a.ln1Mean, a.ln1Rstd, n, c, d.layerNorm);
+    if (observer_ != nullptr) {
+      observer_->afterBlockBackward(layer);
+      observer_->gradientsFinalFrom(layout_.blockBegin(layer));
+    }
   }
   embeddingBackward(g + layout_.wte(), g + layout_.wpe(), d.dresidual, inputs_.data(), batch, seq, width);
+  if (observer_ != nullptr) observer_->gradientsFinalFrom(0);
 }
 
 template <typename T>

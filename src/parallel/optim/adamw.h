@@ -19,14 +19,33 @@ struct AdamWOptions {
   float weightDecay = 0.1f;
 };
 
+// A run of consecutive elements of the parameter buffer that one rank updates (ZeRO):
+// elements [begin, begin + count) of the layout, whose parameters and gradients are at
+// the given pointers and whose moments start at stateOffset in this AdamW's state.
+struct AdamWPiece {
+  float* parameters;
+  const float* gradients;
+  size_t begin;
+  size_t count;
+  size_t stateOffset;
+};
+
 class AdamW {
  public:
-  AdamW(size_t parameterCount, AdamWOptions options);
+  // stateSize: the elements whose moments this optimizer keeps (the whole buffer on one
+  // process, a shard under ZeRO).
+  AdamW(size_t stateSize, AdamWOptions options);
 
   // One step at learning rate lr; each gradient is multiplied by gradientScale first
   // (clipping and micro-batch averaging fold into it). Advances step().
   void update(std::span<float> parameters, std::span<const float> gradients, const ParameterLayout& layout,
               float lr, float gradientScale);
+
+  // The same step over pieces only (elements past the layout, ZeRO's padding, never
+  // decay). Element by element the arithmetic is update()'s, so a sharded step changes
+  // each parameter exactly as the whole-buffer step would. Advances step().
+  void updatePieces(std::span<const AdamWPiece> pieces, const ParameterLayout& layout, float lr,
+                    float gradientScale);
 
   int64_t step() const { return step_; }
   const AdamWOptions& options() const { return options_; }

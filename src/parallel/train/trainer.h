@@ -3,10 +3,17 @@
 // (batch index = step x gradAccum + micro-batch), averages their gradients, clips by the
 // global norm and updates. Everything that decides a step's result is a function of the
 // step number and the checkpointed state, so a resumed run is bit-for-bit the same run.
+//
+// Given a DP communicator, the same loop runs data-parallel (dp/data_parallel.h): each
+// rank reads its own slice of every global batch (the source's rank/world), the
+// gradients are averaged over the ranks, and with ZeRO the optimizer state, gradients
+// and parameters are sharded. Rank count N with B sequences per rank is the one-process
+// run with N x B sequences, to fp32 rounding. Checkpoints keep the one-process layout.
 #pragma once
 
 #include "core/status.h"
 #include "parallel/data/batch_source.h"
+#include "parallel/dp/data_parallel.h"
 #include "parallel/model/gpt.h"
 #include "parallel/optim/adamw.h"
 #include "parallel/optim/lr_schedule.h"
@@ -28,6 +35,7 @@ struct TrainOptions {
   float clip = 1.0f;       // global-norm clipping; <= 0 turns it off
   AdamWOptions adamw;
   uint64_t seed = 1337;
+  DataParallelOptions parallel;  // used when the trainer is given a DP communicator
 };
 
 struct StepResult {
@@ -36,12 +44,23 @@ struct StepResult {
   float lr = 0;
   double gradNorm = 0;    // before clipping
   double seconds = 0;
+  double gradientWaitSeconds = 0;  // DP: waiting for gradient reductions at the step
 };
 
 class Trainer {
  public:
-  Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> source);
+  // dpComm: none for one process; else the DP communicator (collective construction;
+  // check status()). The source must already read this rank's slice.
+  Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> source, ccComm_t dpComm = nullptr);
+  ~Trainer();
 
+  // Whether setting up data parallelism worked (always ok on one process).
+  const Status& status() const { return status_; }
+
+  // One optimizer step; fails only when a collective does (a peer died: the message
+  // names it), and the trainer is unusable afterwards.
+  Result<StepResult> tryStep();
+  // tryStep for the one-process trainer, which cannot fail.
   StepResult step();
   // Steps completed (0 for a fresh model, the checkpoint's step after load()).
   int64_t completedSteps() const { return optimizer_.step(); }
@@ -49,20 +68,33 @@ class Trainer {
   // Mean loss over `batches` batches of `source`, without touching the gradients.
   double evaluate(const BatchSource& source, int batches = 1);
 
-  Status save(const std::string& path) const;
-  // Model and, where present, optimizer state; a failure changes nothing.
+  // Collective under DP: gathers the shards; DP rank 0 writes.
+  Status save(const std::string& path);
+  // Model and, where present, optimizer state; a failure changes nothing. Under DP every
+  // rank reads the files and keeps its shard.
   Status load(const std::string& path);
 
   Gpt<float>& model() { return model_; }
   const Gpt<float>& model() const { return model_; }
   const AdamW& optimizer() const { return optimizer_; }
   const TrainOptions& options() const { return options_; }
+  // The parameters as one process holds them (collective under ZeRO-3, which gathers).
+  Result<std::vector<float>> fullParameters();
+
+  // Tokens of one global step (all DP ranks).
   size_t tokensPerStep() const;
+  // Null on one process.
+  const DataParallel* dataParallel() const { return dataParallel_.get(); }
 
  private:
+  Status collectiveStep(StepResult& result);
+
   TrainOptions options_;
   std::unique_ptr<BatchSource> source_;
+  int world_ = 1;
+  Status status_;  // before dataParallel_, whose construction may set it
   Gpt<float> model_;
+  std::unique_ptr<DataParallel> dataParallel_;
   AdamW optimizer_;
   LrSchedule schedule_;
   std::vector<int32_t> inputs_;

@@ -1,0 +1,21 @@
+// The parallelism layer talks to cc only through the public C API; this turns a
+// ccResult_t into a Status whose message says which of our operations failed and what
+// cc said about it (for a dead peer, ccGetLastError names the rank).
+#pragma once
+
+#include "core/status.h"
+
+#include <cc/cc.h>
+
+#include <string>
+
+namespace cc::parallel {
+
+inline Status ccCall(ccResult_t result, ccComm_t comm, const std::string& what) {
+  if (result == ccSuccess) return Status::ok();
+  std::string detail = comm != nullptr ? ccGetLastError(comm) : "";
+  if (detail.empty()) detail = ccGetLastError(nullptr);
+  return Status(result, what + ": " + ccGetErrorString(result) + (detail.empty() ? "" : ": " + detail));
+}
+
+}  // namespace cc::parallel

@@ -1,0 +1,61 @@
+// The process mesh: world = dp x pp x tp with TP fastest-varying (rank = (d * pp + p) * tp
+// + t), as picotron's grid. Each axis is a communicator made once with ccCommSplit: the
+// ranks that differ only in that coordinate. Only DP is used so far (pp = tp = 1); the
+// other axes exist so that the shape checks and the placement table are already the
+// final ones.
+#pragma once
+
+#include "core/status.h"
+#include "parallel/model/config.h"
+
+#include <cc/cc.h>
+
+#include <memory>
+#include <string>
+
+namespace cc::parallel {
+
+struct MeshShape {
+  int dp = 1;
+  int pp = 1;
+  int tp = 1;
+  int size() const { return dp * pp * tp; }
+};
+
+struct MeshCoordinates {
+  int dp = 0, pp = 0, tp = 0;
+};
+
+// Refuses a shape that cannot run: a dimension below 1, a product that is not the world
+// size, pp not dividing the layers, tp not dividing the heads. The message says which.
+Status validateMeshShape(const MeshShape& shape, int worldSize, const GptConfig& model);
+
+class Mesh {
+ public:
+  // Collective over `world` (which the caller keeps owning). Validates first.
+  static Result<std::unique_ptr<Mesh>> create(ccComm_t world, const MeshShape& shape, const GptConfig& model);
+  ~Mesh();
+  Mesh(const Mesh&) = delete;
+  Mesh& operator=(const Mesh&) = delete;
+
+  const MeshShape& shape() const { return shape_; }
+  int worldRank() const { return worldRank_; }
+  const MeshCoordinates& coordinates() const { return coordinates_; }
+  ccComm_t world() const { return world_; }
+  ccComm_t dp() const { return dp_; }
+  ccComm_t pp() const { return pp_; }
+  ccComm_t tp() const { return tp_; }
+
+  // Collective: every rank's coordinates, host and pid, as a table (rank 0 prints it).
+  Result<std::string> placementTable() const;
+
+ private:
+  Mesh() = default;
+  MeshShape shape_;
+  MeshCoordinates coordinates_;
+  int worldRank_ = 0;
+  ccComm_t world_ = nullptr;
+  ccComm_t dp_ = nullptr, pp_ = nullptr, tp_ = nullptr;
+};
+
+}  // namespace cc::parallel
