@@ -91,6 +91,9 @@ class Communicator {
   DecisionCache& decisionCache() { return decisionCache_; }
   // Rounds of the direct collectives so far (the same on every rank).
   uint64_t& directRound() { return directRound_; }
+  // The last direct round this rank saw every peer start (so every peer had finished
+  // the round before it).
+  uint64_t& directSynced() { return directSynced_; }
   // The slot size the direct rounds last used (0: none yet).
   uint64_t& directLayout() { return directLayout_; }
 
@@ -112,6 +115,7 @@ class Communicator {
   size_t sharedRegionBytes_ = 0;
   uint64_t directRound_ = 0;
   uint64_t directLayout_ = 0;
+  uint64_t directSynced_ = 0;
   int algorithmOverride_ = 0;
   DecisionCache decisionCache_;
   size_t chunkBytesOverride_ = 0;
