@@ -2,7 +2,8 @@
 # The main job on this machine: installs what is needed, builds, then
 #   1. a 4-rank ring exchange under mpirun (every element checked), and
 #   2. cc-bench p2p: one-way latency and streaming bandwidth over shm and tcp, beside this
-#      machine's single-thread memcpy and Open MPI's ping-pong, in the same run.
+#      machine's single-thread memcpy and Open MPI's ping-pong, in the same run, and a
+#      cc-bench all-reduce sweep beside Open MPI and Gloo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +26,12 @@ echo "=== 2. cc-bench p2p -np 2 --peer mpi (cc over shm and tcp, memcpy, Open MP
 build/bin/cc-bench p2p -np 2 -b 8 -e 256M -f 4 --peer mpi --json out/p2p.json
 
 echo
+echo "=== 2b. cc-bench allreduce -np 2 --peer mpi,gloo (nccl-tests' table, then cc beside Open MPI and Gloo; curve in out/allreduce.svg)"
+peers=mpi
+[ -x build/bin/gloo-coll ] && peers=mpi,gloo
+build/bin/cc-bench allreduce -np 2 -b 8 -e 256M -f 4 --peer "$peers" --json out/allreduce.json --plot out/allreduce.svg
+
+echo
 echo "=== 3. cc-train: the reference model (L=4, H=4, C=256, T=128, V=256) on synthetic data, one thread"
 rm -f out/train.csv
 build/bin/cc-train --steps 100 --warmup 10 --print-every 10 --eval-every 50 --log out/train.csv --plot out/train_loss.svg
@@ -34,3 +41,7 @@ if /usr/bin/python3 -c "import torch" 2>/dev/null; then
   echo "=== 4. bench/train_compare.sh: cc-train beside PyTorch 1.13, same model, batch and threads"
   bench/train_compare.sh --rounds 3 --steps 15
 fi
+
+echo
+echo "=== 5. mpirun -np 2 cc-train --dp 2 --zero 1: data parallel, the same model, 2 ranks x 8 rows"
+mpirun --oversubscribe -np 2 build/bin/cc-train --dp 2 --zero 1 --bucket-mb 2 --steps 30 --warmup 5 --print-every 10
