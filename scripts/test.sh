@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds, and runs the whole test suite: the release build, then
-# the multi-rank tests again under ASan+UBSan and under TSan, then a short fuzzing run of
-# every bootstrap parser. Exits non-zero on the first failure.
+# the multi-rank tests again under ASan+UBSan (with the reduction kernels and the model)
+# and under TSan, then a short fuzzing run of every bootstrap parser. Exits non-zero on
+# the first failure.
 #
 #   ./scripts/test.sh            everything (about 15 minutes on 2 cores)
 #   ./scripts/test.sh --quick    release build and tests only
@@ -34,7 +35,7 @@ run_preset() {
 
 run_preset release
 if [ "$quick" -eq 0 ]; then
-  run_preset asan -L multirank
+  run_preset asan -L "multirank|kernels|model"
   run_preset tsan -L multirank
   echo "=== fuzz: every bootstrap parser for 30 s"
   cmake --preset fuzz >/dev/null
