@@ -125,6 +125,46 @@ class Comm {
     check(ccRecv(data.data(), data.size(), dataTypeOf<T>(), peer, comm_, stream ? stream->get() : nullptr), comm_);
   }
   void barrier(const Stream* stream = nullptr) { check(ccBarrier(comm_, stream ? stream->get() : nullptr), comm_); }
+
+  // Collectives; sizes come from the spans (in place: pass the same span twice).
+  template <typename T>
+  void allReduce(std::span<const T> send, std::span<T> recv, ccRedOp_t op = ccSum, const Stream* stream = nullptr) {
+    requireSize(recv.size() == send.size(), "allReduce: recv and send differ in size");
+    check(ccAllReduce(send.data(), recv.data(), send.size(), dataTypeOf<T>(), op, comm_, streamOf(stream)), comm_);
+  }
+  template <typename T>
+  void allReduce(std::span<T> data, ccRedOp_t op = ccSum, const Stream* stream = nullptr) {
+    allReduce(std::span<const T>(data), data, op, stream);
+  }
+  template <typename T>
+  void broadcast(std::span<T> data, int root, const Stream* stream = nullptr) {
+    check(ccBroadcast(data.data(), data.data(), data.size(), dataTypeOf<T>(), root, comm_, streamOf(stream)), comm_);
+  }
+  // recv is used on the root only.
+  template <typename T>
+  void reduce(std::span<const T> send, std::span<T> recv, int root, ccRedOp_t op = ccSum, const Stream* stream = nullptr) {
+    check(ccReduce(send.data(), recv.data(), send.size(), dataTypeOf<T>(), op, root, comm_, streamOf(stream)), comm_);
+  }
+  // recv holds size() * send.size() elements.
+  template <typename T>
+  void allGather(std::span<const T> send, std::span<T> recv, const Stream* stream = nullptr) {
+    requireSize(recv.size() == send.size() * static_cast<size_t>(size()), "allGather: recv must hold size() * send.size()");
+    check(ccAllGather(send.data(), recv.data(), send.size(), dataTypeOf<T>(), comm_, streamOf(stream)), comm_);
+  }
+  // send holds size() * recv.size() elements.
+  template <typename T>
+  void reduceScatter(std::span<const T> send, std::span<T> recv, ccRedOp_t op = ccSum, const Stream* stream = nullptr) {
+    requireSize(send.size() == recv.size() * static_cast<size_t>(size()), "reduceScatter: send must hold size() * recv.size()");
+    check(ccReduceScatter(send.data(), recv.data(), recv.size(), dataTypeOf<T>(), op, comm_, streamOf(stream)), comm_);
+  }
+  // Both hold size() blocks of the same length.
+  template <typename T>
+  void allToAll(std::span<const T> send, std::span<T> recv, const Stream* stream = nullptr) {
+    auto n = static_cast<size_t>(size());
+    requireSize(send.size() == recv.size() && send.size() % n == 0, "allToAll: send and recv must hold size() equal blocks");
+    check(ccAllToAll(send.data(), recv.data(), send.size() / n, dataTypeOf<T>(), comm_, streamOf(stream)), comm_);
+  }
+
   // Stops everything in flight and frees the communicator.
   void abort() {
     if (comm_ != nullptr) ccCommAbort(std::exchange(comm_, nullptr));
@@ -133,6 +173,11 @@ class Comm {
   explicit operator bool() const { return comm_ != nullptr; }
 
  private:
+  static ccStream_t streamOf(const Stream* stream) { return stream ? stream->get() : nullptr; }
+  static void requireSize(bool ok, const char* what) {
+    if (!ok) throw Error(ccInvalidArgument, what);
+  }
+
   ccComm_t comm_ = nullptr;
 };
 

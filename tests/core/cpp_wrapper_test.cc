@@ -28,6 +28,34 @@ TEST(CppWrapper, RingExchangeWithAGroupGuard) {
   });
 }
 
+TEST(CppWrapper, CollectivesTakeTheirSizesFromSpans) {
+  runRanks(3, [](RankContext& context) {
+    cc::Comm comm = cc::Comm::initRank(3, context.id, context.rank);
+    std::vector<float> data(10, static_cast<float>(context.rank + 1));
+    comm.allReduce(std::span(data));
+    EXPECT_EQ(data[9], 6.0f);
+    std::vector<int32_t> mine(2, context.rank), everyone(6, -1);
+    comm.allGather(std::span<const int32_t>(mine), std::span(everyone));
+    EXPECT_EQ(everyone, (std::vector<int32_t>{0, 0, 1, 1, 2, 2}));
+    std::vector<int32_t> blocks{1, 2, 3}, mineReduced(1);
+    comm.reduceScatter(std::span<const int32_t>(blocks), std::span(mineReduced), ccMax);
+    EXPECT_EQ(mineReduced[0], context.rank + 1);
+    std::vector<double> value(1, context.rank == 2 ? 7.5 : 0.0);
+    comm.broadcast(std::span(value), 2);
+    EXPECT_EQ(value[0], 7.5);
+    std::vector<int64_t> out{10 * context.rank, 10 * context.rank + 1, 10 * context.rank + 2}, in(3);
+    comm.allToAll(std::span<const int64_t>(out), std::span(in));
+    EXPECT_EQ(in[2], 20 + context.rank);
+    try {
+      std::vector<int32_t> tooSmall(5);
+      comm.allGather(std::span<const int32_t>(mine), std::span(tooSmall));
+      ADD_FAILURE() << "no exception";
+    } catch (const cc::Error& error) {
+      EXPECT_EQ(error.code(), ccInvalidArgument);
+    }
+  });
+}
+
 TEST(CppWrapper, ErrorsBecomeExceptionsWithTheMessage) {
   runRanks(1, [](RankContext& context) {
     cc::Comm comm = cc::Comm::initRank(1, context.id, 0);
