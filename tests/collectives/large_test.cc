@@ -76,6 +76,59 @@ TEST_P(LargeVectors, EveryAlgorithmMatchesTheReference) {
   }, options);
 }
 
+// Every type and op at 1000003 elements, through each reducing collective and the
+// algorithms that reduce differently (ring's chain per slice, the direct slices, the
+// tree, halving-doubling).
+TEST(LargeVectorsEveryTypeAndOp, AllReduceReduceScatterAndReduce) {
+  MultiRankOptions options;
+  options.timeoutSeconds = 600;
+  runRanks(3, [&](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    auto impl = comm::communicatorOf(comm);
+    const int n = context.nranks;
+    const size_t count = 1000003;
+    const auto me = static_cast<size_t>(context.rank);
+    const ccDataType_t types[] = {ccInt8, ccUint8, ccInt32, ccUint32, ccInt64, ccUint64, ccFloat16, ccFloat32, ccFloat64,
+                                  ccBfloat16};
+    const ccRedOp_t ops[] = {ccSum, ccProd, ccMax, ccMin, ccAvg};
+    const char* algorithms[] = {"ring", "direct", "tree", "hd"};
+    int which = 0;
+    for (ccDataType_t type : types) {
+      const size_t size = collectives::dataTypeSize(type);
+      for (ccRedOp_t op : ops) {
+        const char* algorithm = algorithms[which++ % 4];
+        impl->algorithmOverride() = static_cast<int>(collectives::parseAlgorithm(algorithm));
+        std::vector<std::vector<std::byte>> inputs(static_cast<size_t>(n));
+        for (int r = 0; r < n; ++r) {
+          inputs[static_cast<size_t>(r)].resize(count * size);
+          fillInput(inputs[static_cast<size_t>(r)].data(), count, type, op, r, static_cast<uint64_t>(which));
+        }
+        std::vector<std::byte> out(count * size);
+        CC_ASSERT_OK(ccAllReduce(inputs[me].data(), out.data(), count, type, op, comm, nullptr));
+        for (size_t i = 0; i < count; i += 101) {
+          std::string error = checkReduced(out.data(), i, inputs, i, type, op);
+          ASSERT_TRUE(error.empty()) << "allreduce " << collectives::dataTypeName(type) << " " << collectives::redOpName(op)
+                                     << " " << algorithm << ": " << error;
+        }
+        const size_t block = count / static_cast<size_t>(n);
+        CC_ASSERT_OK(ccReduceScatter(inputs[me].data(), out.data(), block, type, op, comm, nullptr));
+        for (size_t i = 0; i < block; i += 97) {
+          std::string error = checkReduced(out.data(), i, inputs, me * block + i, type, op);
+          ASSERT_TRUE(error.empty()) << "reducescatter " << collectives::dataTypeName(type) << " "
+                                     << collectives::redOpName(op) << ": " << error;
+        }
+        CC_ASSERT_OK(ccReduce(inputs[me].data(), out.data(), count, type, op, 1, comm, nullptr));
+        for (size_t i = 0; i < count && context.rank == 1; i += 103) {
+          std::string error = checkReduced(out.data(), i, inputs, i, type, op);
+          ASSERT_TRUE(error.empty()) << "reduce " << collectives::dataTypeName(type) << " " << collectives::redOpName(op)
+                                     << ": " << error;
+        }
+      }
+    }
+    CC_ASSERT_OK(ccCommDestroy(comm));
+  }, options);
+}
+
 INSTANTIATE_TEST_SUITE_P(Sizes, LargeVectors,
                          ::testing::Values(LargeParam{2, 1000003}, LargeParam{3, 1000003}, LargeParam{8, 1000003},
                                            LargeParam{2, (16u << 20) + 3}, LargeParam{3, (16u << 20) + 3}),
