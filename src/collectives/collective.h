@@ -16,7 +16,8 @@ namespace cc::collectives {
 
 enum class CollectiveKind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kAllToAllv };
 
-enum class Algorithm { kAuto, kRing, kTree, kDirect, kHalvingDoubling, kPairwise, kBruck };
+// In the order of kAlgorithmNames (core/config.h), which CC_ALGO is parsed against.
+enum class Algorithm { kAuto, kRing, kTree, kDirect, kHalvingDoubling, kPairwise, kBruck, kHierarchical };
 
 struct CollectiveArgs {
   CollectiveKind kind = CollectiveKind::kAllReduce;

@@ -80,6 +80,7 @@ Status dispatch(const Context& ctx, const Choice& choice) {
         case Algorithm::kDirect: return directAllReduce(ctx, choice.oneShot);
         case Algorithm::kTree: return treeAllReduce(ctx);
         case Algorithm::kHalvingDoubling: return halvingDoublingAllReduce(ctx);
+        case Algorithm::kHierarchical: return hierarchicalAllReduce(ctx);
         default: return ringAllReduce(ctx);
       }
     case CollectiveKind::kBroadcast:
@@ -161,13 +162,14 @@ const char* algorithmName(Algorithm algorithm) {
     case Algorithm::kHalvingDoubling: return "hd";
     case Algorithm::kPairwise: return "pairwise";
     case Algorithm::kBruck: return "bruck";
+    case Algorithm::kHierarchical: return "hier";
   }
   return "?";
 }
 
 Algorithm parseAlgorithm(std::string_view name) {
   for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTree, Algorithm::kDirect, Algorithm::kHalvingDoubling,
-                              Algorithm::kPairwise, Algorithm::kBruck}) {
+                              Algorithm::kPairwise, Algorithm::kBruck, Algorithm::kHierarchical}) {
     if (name == algorithmName(algorithm)) return algorithm;
   }
   return Algorithm::kAuto;

@@ -14,17 +14,12 @@ namespace {
 
 int wrap(int value, int n) { return ((value % n) + n) % n; }
 
-struct Blocks {
-  std::vector<size_t> begin;
-  std::vector<size_t> length;
-  size_t longest = 0;
-  // Elements of block b's piece starting `offset` elements into the block.
-  size_t piece(int b, size_t offset, size_t chunk) const {
-    size_t len = length[static_cast<size_t>(b)];
-    return len > offset ? std::min(chunk, len - offset) : 0;
-  }
-  size_t at(int b, size_t offset) const { return begin[static_cast<size_t>(b)] + offset; }
-};
+}  // namespace
+
+int RingView::rankAt(int position) const {
+  int p = wrap(position, size);
+  return members == nullptr ? p : members[p];
+}
 
 Blocks evenParts(size_t count, int n) {
   Blocks blocks;
@@ -36,6 +31,8 @@ Blocks evenParts(size_t count, int n) {
   return blocks;
 }
 
+namespace {
+
 Blocks strided(size_t blockCount, int n) {
   Blocks blocks;
   for (int b = 0; b < n; ++b) {
@@ -46,15 +43,17 @@ Blocks strided(size_t blockCount, int n) {
   return blocks;
 }
 
-// Block `rank` of `source`, reduced over all ranks, lands in `result`. Partial sums go
+}  // namespace
+
+// Block `index` of `source`, reduced over the ring, lands in `result`. Partial sums go
 // to `work` at their block's place when given (all-reduce: the receive buffer), else to
 // per-thread scratch.
-Status reduceScatterCore(const Context& ctx, const std::byte* source, std::byte* work, const Blocks& blocks,
-                         std::byte* result) {
-  const int n = ctx.size();
-  const int r = ctx.rank();
-  const int right = wrap(r + 1, n);
-  const int left = wrap(r - 1, n);
+Status reduceScatterCore(const Context& ctx, const RingView& ring, const std::byte* source, std::byte* work,
+                         const Blocks& blocks, std::byte* result) {
+  const int n = ring.size;
+  const int r = ring.index;
+  const int right = ring.rankAt(r + 1);
+  const int left = ring.rankAt(r - 1);
   const size_t chunk = ctx.chunkElements();
   std::byte* incoming = ctx.scratch(0, chunk);
   for (size_t offset = 0; offset < blocks.longest; offset += chunk) {
@@ -81,102 +80,111 @@ Status reduceScatterCore(const Context& ctx, const std::byte* source, std::byte*
 }
 
 // Every block of `buffer` everywhere, given that block `rank` is in place.
-Status allGatherCore(const Context& ctx, std::byte* buffer, const Blocks& blocks) {
-  const int n = ctx.size();
-  const int r = ctx.rank();
+Status allGatherCore(const Context& ctx, const RingView& ring, std::byte* buffer, const Blocks& blocks) {
+  const int n = ring.size;
+  const int r = ring.index;
   const size_t chunk = ctx.chunkElements();
   for (size_t offset = 0; offset < blocks.longest; offset += chunk) {
     for (int s = 0; s < n - 1; ++s) {
       int sendBlock = wrap(r - s, n);
       int recvBlock = wrap(r - s - 1, n);
-      CC_TRY(ctx.exchange(wrap(r + 1, n), buffer + ctx.bytes(blocks.at(sendBlock, offset)),
-                          blocks.piece(sendBlock, offset, chunk), wrap(r - 1, n),
+      CC_TRY(ctx.exchange(ring.rankAt(r + 1), buffer + ctx.bytes(blocks.at(sendBlock, offset)),
+                          blocks.piece(sendBlock, offset, chunk), ring.rankAt(r - 1),
                           buffer + ctx.bytes(blocks.at(recvBlock, offset)), blocks.piece(recvBlock, offset, chunk)));
     }
   }
   return Status::ok();
 }
 
-}  // namespace
-
 Status ringAllReduce(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
+  RingView ring{ctx.size(), ctx.rank(), nullptr};
   Blocks blocks = evenParts(args.count, ctx.size());
   std::byte* own = ctx.recvAt(blocks.begin[static_cast<size_t>(ctx.rank())]);
-  CC_TRY(reduceScatterCore(ctx, args.send, args.recv, blocks, own));
-  return allGatherCore(ctx, args.recv, blocks);
+  CC_TRY(reduceScatterCore(ctx, ring, args.send, args.recv, blocks, own));
+  return allGatherCore(ctx, ring, args.recv, blocks);
 }
 
 Status ringReduceScatter(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
-  return reduceScatterCore(ctx, args.send, nullptr, strided(args.count, ctx.size()), args.recv);
+  RingView ring{ctx.size(), ctx.rank(), nullptr};
+  return reduceScatterCore(ctx, ring, args.send, nullptr, strided(args.count, ctx.size()), args.recv);
 }
 
 Status ringAllGather(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
+  RingView ring{ctx.size(), ctx.rank(), nullptr};
   ctx.copy(ctx.recvAt(static_cast<size_t>(ctx.rank()) * args.count), args.send, args.count);
-  return allGatherCore(ctx, args.recv, strided(args.count, ctx.size()));
+  return allGatherCore(ctx, ring, args.recv, strided(args.count, ctx.size()));
 }
 
 // Rank order from the root: position v = rank - root. Chunk t travels from v-1 to v
 // while chunk t-1 travels from v to v+1.
+Status chainBroadcastAlong(const Context& ctx, int prev, int next, std::byte* buffer, size_t count) {
+  const size_t chunk = ctx.chunkElements();
+  const size_t chunks = (count + chunk - 1) / chunk;
+  const bool isHead = prev < 0;
+  auto length = [&](size_t t) { return std::min(chunk, count - t * chunk); };
+  for (size_t t = 0; t <= chunks; ++t) {
+    // The head has everything: it sends chunk t at step t; the others receive chunk t
+    // while forwarding chunk t-1.
+    bool receiving = !isHead && t < chunks;
+    bool sending = next >= 0 && (isHead ? t < chunks : t > 0);
+    size_t sendChunk = isHead ? t : t - 1;
+    CC_TRY(ctx.exchange(sending ? next : -1, sending ? buffer + ctx.bytes(sendChunk * chunk) : nullptr,
+                        sending ? length(sendChunk) : 0, receiving ? prev : -1,
+                        receiving ? buffer + ctx.bytes(t * chunk) : nullptr, receiving ? length(t) : 0));
+  }
+  return Status::ok();
+}
+
 Status chainBroadcast(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
   const int n = ctx.size();
   const int v = wrap(ctx.rank() - args.root, n);
   const int prev = v == 0 ? -1 : wrap(ctx.rank() - 1, n);
   const int next = v == n - 1 ? -1 : wrap(ctx.rank() + 1, n);
-  const size_t chunk = ctx.chunkElements();
-  const size_t chunks = (args.count + chunk - 1) / chunk;
   if (v == 0) ctx.copy(args.recv, args.send, args.count);
-  auto length = [&](size_t t) { return std::min(chunk, args.count - t * chunk); };
-  for (size_t t = 0; t <= chunks; ++t) {
-    bool receiving = prev >= 0 && t < chunks;
-    bool sending = next >= 0 && t > 0;
-    if (v == 0) {
-      // The root has everything: it sends chunk t at step t.
-      receiving = false;
-      sending = t < chunks;
-    }
-    size_t sendChunk = v == 0 ? t : t - 1;
-    CC_TRY(ctx.exchange(sending ? next : -1, sending ? ctx.recvAt(sendChunk * chunk) : nullptr,
-                        sending ? length(sendChunk) : 0, receiving ? prev : -1,
-                        receiving ? ctx.recvAt(t * chunk) : nullptr, receiving ? length(t) : 0));
-  }
-  return Status::ok();
+  return chainBroadcastAlong(ctx, prev, next, args.recv, args.count);
 }
 
 // Partial results flow from the far end of the chain toward the root: position v adds
 // its own chunk to what v+1 sent and passes it to v-1.
-Status chainReduce(const Context& ctx) {
-  const CollectiveArgs& args = ctx.args();
-  const int n = ctx.size();
-  const int v = wrap(ctx.rank() - args.root, n);
-  const int towardRoot = v == 0 ? -1 : wrap(ctx.rank() - 1, n);
-  const int away = v == n - 1 ? -1 : wrap(ctx.rank() + 1, n);
+Status chainReduceAlong(const Context& ctx, int towardRoot, int away, const std::byte* source, std::byte* result,
+                        size_t count) {
   const size_t chunk = ctx.chunkElements();
-  const size_t chunks = (args.count + chunk - 1) / chunk;
-  auto length = [&](size_t t) { return std::min(chunk, args.count - t * chunk); };
+  const size_t chunks = (count + chunk - 1) / chunk;
+  const bool isRoot = towardRoot < 0;
+  auto length = [&](size_t t) { return std::min(chunk, count - t * chunk); };
   std::byte* incoming = ctx.scratch(0, chunk);
   const std::byte* finished = nullptr;  // partial result of chunk t-1, to pass on
   for (size_t t = 0; t <= chunks; ++t) {
     bool receiving = away >= 0 && t < chunks;
-    bool sending = towardRoot >= 0 && t > 0;
+    bool sending = !isRoot && t > 0;
     CC_TRY(ctx.exchange(sending ? towardRoot : -1, finished, sending ? length(t - 1) : 0, receiving ? away : -1,
                         incoming, receiving ? length(t) : 0));
     if (t == chunks) break;
-    const std::byte* own = ctx.sendAt(t * chunk);
-    std::byte* dst = v == 0 ? ctx.recvAt(t * chunk) : ctx.scratch(1 + static_cast<int>(t % 2), chunk);
+    const std::byte* own = source + ctx.bytes(t * chunk);
+    std::byte* dst = isRoot ? result + ctx.bytes(t * chunk) : ctx.scratch(1 + static_cast<int>(t % 2), chunk);
     if (away >= 0) {
       ctx.reduce(dst, own, incoming, length(t));
-    } else if (v == 0) {
-      ctx.copy(dst, own, length(t));  // a single rank
+    } else if (isRoot) {
+      ctx.copy(dst, own, length(t));  // a chain of one
     } else {
       dst = const_cast<std::byte*>(own);  // the far end sends its own data as it is
     }
     finished = dst;
   }
   return Status::ok();
+}
+
+Status chainReduce(const Context& ctx) {
+  const CollectiveArgs& args = ctx.args();
+  const int n = ctx.size();
+  const int v = wrap(ctx.rank() - args.root, n);
+  const int towardRoot = v == 0 ? -1 : wrap(ctx.rank() - 1, n);
+  const int away = v == n - 1 ? -1 : wrap(ctx.rank() + 1, n);
+  return chainReduceAlong(ctx, towardRoot, away, args.send, args.recv, args.count);
 }
 
 }  // namespace cc::collectives

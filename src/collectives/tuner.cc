@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "collectives/algorithms.h"
 #include "collectives/direct.h"
 #include "collectives/reduce_kernels.h"
 #include "core/log.h"
@@ -61,6 +62,14 @@ double cost(Algorithm algorithm, CollectiveKind kind, int n, double bytes, const
           int p = 1 << static_cast<int>(std::floor(std::log2(n)));
           double fold = p == n ? 0 : 2 * a + 2 * bytes / b;
           return 2 * std::log2(p) * a + 2 * bytes / b + bytes / g + fold;
+        }
+        case Algorithm::kHierarchical: {
+          // Within a host: a chain over shm each way; across: the ring over the network
+          // among one rank per host (hosts ~ n / ranksPerHost, taken as n / 2 here).
+          double hosts = std::max(2.0, n / 2.0);
+          double shareHosts = (hosts - 1) / hosts;
+          double chain = 2 * (kShmLink.alphaMicros * chunks + bytes / kShmLink.bytesPerMicro);
+          return chain + 2 * (hosts - 1) * a + 2 * shareHosts * bytes / b + bytes / g;
         }
         case Algorithm::kDirect:
           if (oneShot) return 2 * kDirectSyncMicros * rounds + bytes / m + (n - 1) * bytes / g;
@@ -135,6 +144,7 @@ Candidates candidates(const comm::Communicator& comm, CollectiveKind kind) {
     case CollectiveKind::kAllToAllv: add(Algorithm::kPairwise); break;
   }
   if (kind != CollectiveKind::kAllToAllv && directAvailable(comm)) add(Algorithm::kDirect);
+  if (kind == CollectiveKind::kAllReduce && hierarchyUseful(comm)) add(Algorithm::kHierarchical);
   return result;
 }
 

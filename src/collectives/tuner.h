@@ -20,7 +20,7 @@ struct Choice {
 // The algorithms that can run this collective on this communicator (no allocation:
 // this runs on every call).
 struct Candidates {
-  Algorithm list[4] = {};
+  Algorithm list[8] = {};
   int count = 0;
   const Algorithm* begin() const { return list; }
   const Algorithm* end() const { return list + count; }

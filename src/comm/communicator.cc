@@ -97,6 +97,7 @@ Result<std::shared_ptr<Communicator>> Communicator::create(const wire::UniqueIdC
   self.unixName = unixName;
   int64_t startNs = nowNanos();
   CC_ASSIGN_OR_RETURN(std::vector<wire::PeerInfo> peers, bootstrap::exchangePeerInfo(id, nranks, self, config));
+  for (const wire::PeerInfo& peer : peers) comm->hosts_.push_back(peer.hostHash);
   int64_t bootstrapNs = nowNanos();
   CC_TRY(comm->connectPeers(peers, id.secret, std::move(tcpListener), std::move(unixListener)));
   comm->collectSharedRegions();

@@ -71,6 +71,9 @@ class Communicator {
   // network, and the doorbell to ring after writing there.
   std::byte* sharedRegion(int rank) const { return regions_[static_cast<size_t>(rank)]; }
   transport::shm::DoorbellWord& doorbellOf(int rank) const { return *bells_[static_cast<size_t>(rank)]; }
+  // Which ranks share a host: equal values, equal host (hostname + boot id + network
+  // namespace, or CC_HOSTNAME).
+  uint64_t hostOf(int rank) const { return hosts_[static_cast<size_t>(rank)]; }
   // The smallest region among the ranks; 0 unless every rank shares this host.
   size_t sharedRegionBytes() const { return sharedRegionBytes_; }
   // The collectives' overrides: CC_ALGO (an index into kAlgorithmNames) and
@@ -111,6 +114,7 @@ class Communicator {
   std::vector<std::unique_ptr<transport::Channel>> channels_;
   std::unique_ptr<transport::shm::Doorbell> doorbell_;
   std::vector<std::byte*> regions_;
+  std::vector<uint64_t> hosts_;
   std::vector<transport::shm::DoorbellWord*> bells_;
   size_t sharedRegionBytes_ = 0;
   uint64_t directRound_ = 0;

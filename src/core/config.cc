@@ -64,7 +64,7 @@ Result<Config> Config::fromEnvironment() {
     }
     if (found < 0) {
       return invalidArgument(std::string("CC_ALGO=") + text +
-                             " is not one of auto, ring, tree, direct, hd, pairwise, bruck");
+                             " is not one of auto, ring, tree, direct, hd, pairwise, bruck, hier");
     }
     config.algorithm = found;
   }

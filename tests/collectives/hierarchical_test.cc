@@ -1,0 +1,82 @@
+// Ranks on several "hosts" of one machine (CC_HOSTNAME gives each rank its host): shm
+// within a host, tcp across. The hierarchical all-reduce against the reference for
+// uneven host sizes, every algorithm still right across hosts, and the tuner offering
+// the hierarchy only when it helps.
+#include <cc/cc.h>
+#include <stdlib.h>
+
+#include <string>
+#include <vector>
+
+#include "collectives/collective.h"
+#include "collectives/tuner.h"
+#include "comm/handles.h"
+#include "reference.h"
+#include "support/multi_rank.h"
+
+namespace cc::testing {
+namespace {
+
+struct HostsParam {
+  std::vector<int> hostOfRank;
+  const char* name;
+};
+
+class Hierarchical : public ::testing::TestWithParam<HostsParam> {};
+
+TEST_P(Hierarchical, AllReduceMatchesTheReferenceOnEveryRank) {
+  const HostsParam param = GetParam();
+  const int n = static_cast<int>(param.hostOfRank.size());
+  runRanks(n, [&](RankContext& context) {
+    std::string host = "host" + std::to_string(param.hostOfRank[static_cast<size_t>(context.rank)]);
+    setenv("CC_HOSTNAME", host.c_str(), 1);
+    ccComm_t comm = context.initComm();
+    auto impl = comm::communicatorOf(comm);
+    ASSERT_NE(impl, nullptr);
+    bool hierOffered = false;
+    for (collectives::Algorithm a : collectives::candidates(*impl, collectives::CollectiveKind::kAllReduce)) {
+      hierOffered = hierOffered || a == collectives::Algorithm::kHierarchical;
+    }
+    EXPECT_TRUE(hierOffered);
+    const auto me = static_cast<size_t>(context.rank);
+    uint64_t seed = 1;
+    for (const char* algorithm : {"hier", "ring", "tree", "hd"}) {
+      impl->algorithmOverride() = static_cast<int>(collectives::parseAlgorithm(algorithm));
+      for (ccDataType_t type : {ccFloat32, ccInt64, ccBfloat16, ccUint8}) {
+        for (ccRedOp_t op : {ccSum, ccMax, ccAvg}) {
+          for (size_t count : {size_t{1}, size_t{7}, size_t{1031}, size_t{300007}}) {
+            if (count > 1031 && type != ccFloat32) continue;
+            const size_t size = collectives::dataTypeSize(type);
+            std::vector<std::vector<std::byte>> inputs(static_cast<size_t>(n));
+            for (int r = 0; r < n; ++r) {
+              inputs[static_cast<size_t>(r)].resize(count * size);
+              fillInput(inputs[static_cast<size_t>(r)].data(), count, type, op, r, seed);
+            }
+            ++seed;
+            std::vector<std::byte> out(count * size);
+            CC_ASSERT_OK(ccAllReduce(inputs[me].data(), out.data(), count, type, op, comm, nullptr));
+            for (size_t i = 0; i < count; i += (count > 5000 ? 37 : 1)) {
+              std::string error = checkReduced(out.data(), i, inputs, i, type, op);
+              ASSERT_TRUE(error.empty()) << algorithm << " " << collectives::dataTypeName(type) << " "
+                                         << collectives::redOpName(op) << " count " << count << ": " << error;
+            }
+            // In place too.
+            std::vector<std::byte> inPlace = inputs[me];
+            CC_ASSERT_OK(ccAllReduce(inPlace.data(), inPlace.data(), count, type, op, comm, nullptr));
+            ASSERT_EQ(inPlace, out) << algorithm << ": in place differs from out of place";
+          }
+        }
+      }
+    }
+    CC_ASSERT_OK(ccCommDestroy(comm));
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Hosts, Hierarchical,
+                         ::testing::Values(HostsParam{{0, 0, 1, 1}, "two_hosts_of_two"},
+                                           HostsParam{{0, 0, 0, 1, 2, 2}, "three_hosts_of_three_one_two"},
+                                           HostsParam{{0, 1, 0, 1, 1}, "interleaved_hosts"}),
+                         [](const ::testing::TestParamInfo<HostsParam>& p) { return std::string(p.param.name); });
+
+}  // namespace
+}  // namespace cc::testing
