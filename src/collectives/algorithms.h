@@ -43,10 +43,12 @@ Status ringAllGather(const Context& ctx);
 Status chainBroadcast(const Context& ctx);
 Status chainReduce(const Context& ctx);
 
-// tree.cc: binomial trees, pipelined in chunks.
+// tree.cc: binomial trees and the double binary tree, pipelined in chunks.
 Status treeBroadcast(const Context& ctx);
 Status treeReduce(const Context& ctx);
 Status treeAllReduce(const Context& ctx);
+// Two binary trees over complementary rank orders, each carrying half of the vector.
+Status doubleBinaryTreeAllReduce(const Context& ctx);
 
 // halving_doubling.cc: Rabenseifner's all-reduce (recursive halving reduce-scatter,
 // recursive doubling all-gather), folding the ranks beyond a power of two.

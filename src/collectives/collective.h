@@ -17,7 +17,7 @@ namespace cc::collectives {
 enum class CollectiveKind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kAllToAllv };
 
 // In the order of kAlgorithmNames (core/config.h), which CC_ALGO is parsed against.
-enum class Algorithm { kAuto, kRing, kTree, kDirect, kHalvingDoubling, kPairwise, kBruck, kHierarchical };
+enum class Algorithm { kAuto, kRing, kTree, kDirect, kHalvingDoubling, kPairwise, kBruck, kHierarchical, kDoubleBinaryTree };
 
 struct CollectiveArgs {
   CollectiveKind kind = CollectiveKind::kAllReduce;

@@ -81,6 +81,7 @@ Status dispatch(const Context& ctx, const Choice& choice) {
         case Algorithm::kTree: return treeAllReduce(ctx);
         case Algorithm::kHalvingDoubling: return halvingDoublingAllReduce(ctx);
         case Algorithm::kHierarchical: return hierarchicalAllReduce(ctx);
+        case Algorithm::kDoubleBinaryTree: return doubleBinaryTreeAllReduce(ctx);
         default: return ringAllReduce(ctx);
       }
     case CollectiveKind::kBroadcast:
@@ -163,13 +164,15 @@ const char* algorithmName(Algorithm algorithm) {
     case Algorithm::kPairwise: return "pairwise";
     case Algorithm::kBruck: return "bruck";
     case Algorithm::kHierarchical: return "hier";
+    case Algorithm::kDoubleBinaryTree: return "dbt";
   }
   return "?";
 }
 
 Algorithm parseAlgorithm(std::string_view name) {
   for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTree, Algorithm::kDirect, Algorithm::kHalvingDoubling,
-                              Algorithm::kPairwise, Algorithm::kBruck, Algorithm::kHierarchical}) {
+                              Algorithm::kPairwise, Algorithm::kBruck, Algorithm::kHierarchical,
+                              Algorithm::kDoubleBinaryTree}) {
     if (name == algorithmName(algorithm)) return algorithm;
   }
   return Algorithm::kAuto;

@@ -37,7 +37,7 @@ void Context::copy(void* dst, const void* src, size_t count) const {
 }
 
 std::byte* Context::scratch(int which, size_t count) const {
-  thread_local std::vector<std::byte> buffers[4];
+  thread_local std::vector<std::byte> buffers[8];
   std::vector<std::byte>& buffer = buffers[which];
   size_t needed = bytes(count);
   if (buffer.size() < needed) {

@@ -48,7 +48,7 @@ class Context {
   }
   void copy(void* dst, const void* src, size_t count) const;
 
-  // Per-thread scratch buffer `which` (0..3) of at least `count` elements.
+  // Per-thread scratch buffer `which` (0..7) of at least `count` elements.
   std::byte* scratch(int which, size_t count) const;
 
  private:

@@ -1,8 +1,18 @@
-// Binomial trees rooted at the root: position v = rank - root; v's parent is v with its
-// lowest set bit cleared, its children v + 2^k for every 2^k below that bit. log2(n)
-// rounds, so they win for small messages; chunks keep every level busy for large ones.
-// Reductions combine a node's own value with its children's in increasing distance,
-// a fixed order, so every run gives the same bits.
+// Trees. Binomial trees rooted at the root: position v = rank - root; v's parent is v
+// with its lowest set bit cleared, its children v + 2^k for every 2^k below that bit.
+// log2(n) rounds, so they win for small messages; chunks keep every level busy for
+// large ones.
+//
+// The double binary tree splits the vector in two halves, each reduced and broadcast
+// over its own binary tree: tree A is a heap over ranks 0..n-1 (parent of position p is
+// (p-1)/2), tree B the same heap over the ranks in reverse, so a rank that forwards in
+// one tree is (nearly always) a leaf in the other and the forwarding work is shared,
+// where a single tree leaves the leaves idle. (The two trees run one after the other,
+// see doubleBinaryTreeAllReduce.)
+//
+// Reductions combine a node's own value with its children's in a fixed order (the
+// node's own first, then its children in the order listed), so every run gives the same
+// bits, and the root's result is broadcast down the same tree, so every rank does too.
 #include <algorithm>
 #include <vector>
 
@@ -15,7 +25,7 @@ int wrap(int value, int n) { return ((value % n) + n) % n; }
 
 struct TreeLinks {
   int parent = -1;            // rank, or -1 at the root
-  std::vector<int> children;  // ranks, nearest first
+  std::vector<int> children;  // ranks
 };
 
 TreeLinks binomialLinks(int rank, int root, int n) {
@@ -29,65 +39,107 @@ TreeLinks binomialLinks(int rank, int root, int n) {
   return links;
 }
 
-Status broadcastFrom(const Context& ctx, int root, std::byte* buffer, size_t count) {
-  const int n = ctx.size();
-  TreeLinks links = binomialLinks(ctx.rank(), root, n);
+// A heap over the ranks in `order` (rank at position p = order(p)).
+template <typename Order>
+TreeLinks heapLinks(int position, int n, Order order) {
+  TreeLinks links;
+  if (position > 0) links.parent = order((position - 1) / 2);
+  for (int child : {2 * position + 1, 2 * position + 2}) {
+    if (child < n) links.children.push_back(order(child));
+  }
+  return links;
+}
+
+// One tree's share of the work: its links and its part of the vector.
+struct TreeJob {
+  TreeLinks links;
+  const std::byte* source = nullptr;  // reduce: this rank's input
+  std::byte* buffer = nullptr;        // reduce: the root's result; broadcast: the data
+  size_t count = 0;
+  int scratchBase = 0;  // scratch buffers scratchBase .. scratchBase + 2
+};
+
+size_t chunksOf(size_t count, size_t chunk) { return (count + chunk - 1) / chunk; }
+
+// The reduction of every job (one tree each; callers pass trees that cannot wait on one
+// another), chunk by chunk: at step t each node receives chunk t from its children
+// while sending chunk t-1's partial result to its parent.
+Status reduceJobs(const Context& ctx, std::vector<TreeJob>& jobs) {
   const size_t chunk = ctx.chunkElements();
-  const size_t chunks = (count + chunk - 1) / chunk;
-  auto length = [&](size_t t) { return std::min(chunk, count - t * chunk); };
+  size_t steps = 0;
+  for (const TreeJob& job : jobs) steps = std::max(steps, chunksOf(job.count, chunk));
+  struct State {
+    std::vector<std::byte*> incoming;
+    const std::byte* finished = nullptr;
+  };
+  std::vector<State> states(jobs.size());
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    size_t fanIn = jobs[j].links.children.size();
+    std::byte* childData = ctx.scratch(jobs[j].scratchBase + 2, chunk * std::max<size_t>(1, fanIn));
+    for (size_t c = 0; c < fanIn; ++c) states[j].incoming.push_back(childData + ctx.bytes(c * chunk));
+  }
   std::vector<comm::PointToPoint> messages;
-  // The root sends chunk t at step t; the others receive chunk t while forwarding t-1.
-  const bool isRoot = links.parent < 0;
-  for (size_t t = 0; t <= chunks; ++t) {
-    messages.clear();
-    if (!isRoot && t < chunks) messages.push_back(ctx.message(false, links.parent, buffer + ctx.bytes(t * chunk), length(t)));
-    size_t forward = isRoot ? t : t - 1;
-    if ((isRoot && t < chunks) || (!isRoot && t > 0)) {
-      for (int child : links.children) {
-        messages.push_back(ctx.message(true, child, buffer + ctx.bytes(forward * chunk), length(forward)));
+  std::vector<const void*> sources;
+  for (size_t t = 0; t <= steps; ++t) {
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      const TreeJob& job = jobs[j];
+      const size_t chunks = chunksOf(job.count, chunk);
+      messages.clear();
+      if (t < chunks) {
+        size_t length = std::min(chunk, job.count - t * chunk);
+        for (size_t c = 0; c < job.links.children.size(); ++c) {
+          messages.push_back(ctx.message(false, job.links.children[c], states[j].incoming[c], length));
+        }
       }
+      if (job.links.parent >= 0 && t > 0 && t <= chunks) {
+        messages.push_back(
+            ctx.message(true, job.links.parent, states[j].finished, std::min(chunk, job.count - (t - 1) * chunk)));
+      }
+      CC_TRY(ctx.run(messages));
+      if (t >= chunks) continue;
+      size_t length = std::min(chunk, job.count - t * chunk);
+      const std::byte* own = job.source + ctx.bytes(t * chunk);
+      if (job.links.children.empty()) {
+        if (job.links.parent < 0) ctx.copy(job.buffer + ctx.bytes(t * chunk), own, length);  // a tree of one
+        states[j].finished = own;
+        continue;
+      }
+      sources.assign(1, own);
+      for (std::byte* child : states[j].incoming) sources.push_back(child);
+      std::byte* dst = job.links.parent < 0 ? job.buffer + ctx.bytes(t * chunk)
+                                            : ctx.scratch(job.scratchBase + static_cast<int>(t % 2), chunk);
+      ctx.reduceMany(dst, sources.data(), static_cast<int>(sources.size()), length);
+      states[j].finished = dst;
     }
-    CC_TRY(ctx.run(messages));
   }
   return Status::ok();
 }
 
-// The reduction of every rank's `source` arrives at `root`'s `result`.
-Status reduceTo(const Context& ctx, int root, const std::byte* source, std::byte* result, size_t count) {
-  const int n = ctx.size();
-  TreeLinks links = binomialLinks(ctx.rank(), root, n);
+// The broadcasts of every job, together: the root sends chunk t at step t; the others
+// receive chunk t while forwarding chunk t-1.
+Status broadcastJobs(const Context& ctx, const std::vector<TreeJob>& jobs) {
   const size_t chunk = ctx.chunkElements();
-  const size_t chunks = (count + chunk - 1) / chunk;
-  auto length = [&](size_t t) { return std::min(chunk, count - t * chunk); };
-  const size_t fanIn = links.children.size();
-  std::vector<std::byte*> incoming;
-  // Scratch 0 and 1 hold this step's and the last step's partial result; children's
-  // chunks go to one buffer, one child after another.
-  std::byte* childData = ctx.scratch(2, chunk * std::max<size_t>(1, fanIn));
-  for (size_t c = 0; c < fanIn; ++c) incoming.push_back(childData + ctx.bytes(c * chunk));
+  size_t steps = 0;
+  for (const TreeJob& job : jobs) steps = std::max(steps, chunksOf(job.count, chunk));
   std::vector<comm::PointToPoint> messages;
-  std::vector<const void*> sources;
-  const std::byte* finished = nullptr;
-  for (size_t t = 0; t <= chunks; ++t) {
-    messages.clear();
-    if (t < chunks) {
-      for (size_t c = 0; c < fanIn; ++c) messages.push_back(ctx.message(false, links.children[c], incoming[c], length(t)));
+  for (size_t t = 0; t <= steps; ++t) {
+    for (const TreeJob& job : jobs) {
+      messages.clear();
+      const size_t chunks = chunksOf(job.count, chunk);
+      const bool isRoot = job.links.parent < 0;
+      auto length = [&](size_t c) { return std::min(chunk, job.count - c * chunk); };
+      if (!isRoot && t < chunks) {
+        messages.push_back(ctx.message(false, job.links.parent, job.buffer + ctx.bytes(t * chunk), length(t)));
+      }
+      size_t forward = isRoot ? t : t - 1;
+      if ((isRoot && t < chunks) || (!isRoot && t > 0 && t <= chunks)) {
+        for (int child : job.links.children) {
+          messages.push_back(ctx.message(true, child, job.buffer + ctx.bytes(forward * chunk), length(forward)));
+        }
+      }
+      CC_TRY(ctx.run(messages));
     }
-    if (links.parent >= 0 && t > 0) messages.push_back(ctx.message(true, links.parent, finished, length(t - 1)));
-    CC_TRY(ctx.run(messages));
-    if (t == chunks) break;
-    const std::byte* own = source + ctx.bytes(t * chunk);
-    if (fanIn == 0) {
-      finished = own;
-      continue;
-    }
-    sources.assign(1, own);
-    for (std::byte* child : incoming) sources.push_back(child);
-    std::byte* dst = links.parent < 0 ? result + ctx.bytes(t * chunk) : ctx.scratch(static_cast<int>(t % 2), chunk);
-    ctx.reduceMany(dst, sources.data(), static_cast<int>(sources.size()), length(t));
-    finished = dst;
   }
-  if (links.parent < 0 && fanIn == 0) ctx.copy(result, source, count);
   return Status::ok();
 }
 
@@ -96,18 +148,39 @@ Status reduceTo(const Context& ctx, int root, const std::byte* source, std::byte
 Status treeBroadcast(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
   if (ctx.rank() == args.root) ctx.copy(args.recv, args.send, args.count);
-  return broadcastFrom(ctx, args.root, args.recv, args.count);
+  std::vector<TreeJob> jobs{{binomialLinks(ctx.rank(), args.root, ctx.size()), nullptr, args.recv, args.count, 0}};
+  return broadcastJobs(ctx, jobs);
 }
 
 Status treeReduce(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
-  return reduceTo(ctx, args.root, args.send, args.recv, args.count);
+  std::vector<TreeJob> jobs{{binomialLinks(ctx.rank(), args.root, ctx.size()), args.send, args.recv, args.count, 0}};
+  return reduceJobs(ctx, jobs);
 }
 
 Status treeAllReduce(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
-  CC_TRY(reduceTo(ctx, 0, args.send, args.recv, args.count));
-  return broadcastFrom(ctx, 0, args.recv, args.count);
+  std::vector<TreeJob> jobs{{binomialLinks(ctx.rank(), 0, ctx.size()), args.send, args.recv, args.count, 0}};
+  CC_TRY(reduceJobs(ctx, jobs));
+  return broadcastJobs(ctx, jobs);
+}
+
+Status doubleBinaryTreeAllReduce(const Context& ctx) {
+  const CollectiveArgs& args = ctx.args();
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  const size_t half = args.count / 2;
+  // The trees run one after the other. Run in lockstep they would deadlock in this
+  // blocking executor: a rank waiting for its child in one tree can be the child its
+  // parent (in the other tree) waits for. Overlapping them needs per-message
+  // completion, which the executor does not offer yet.
+  std::vector<TreeJob> treeA{{heapLinks(r, n, [](int p) { return p; }), args.send, args.recv, half, 0}};
+  std::vector<TreeJob> treeB{{heapLinks(n - 1 - r, n, [n](int p) { return n - 1 - p; }), args.send + ctx.bytes(half),
+                              args.recv + ctx.bytes(half), args.count - half, 3}};
+  CC_TRY(reduceJobs(ctx, treeA));
+  CC_TRY(reduceJobs(ctx, treeB));
+  CC_TRY(broadcastJobs(ctx, treeA));
+  return broadcastJobs(ctx, treeB);
 }
 
 }  // namespace cc::collectives

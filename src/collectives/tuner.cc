@@ -58,6 +58,12 @@ double cost(Algorithm algorithm, CollectiveKind kind, int n, double bytes, const
       switch (algorithm) {
         case Algorithm::kRing: return 2 * (n - 1) * a * std::max(1.0, chunks / n) + 2 * share * bytes / b + share * bytes / g;
         case Algorithm::kTree: return 2 * (d + chunks - 1) * (a + bytes / chunks * d / b) + bytes / g;
+        case Algorithm::kDoubleBinaryTree: {
+          // Two trees of depth ~log2(n), each with half the vector; a node sends to two
+          // children in one tree and one parent in the other per step.
+          double halfChunks = std::max(1.0, chunks / 2);
+          return 2 * (d + halfChunks - 1) * (a + bytes / 2 / halfChunks * 3 / b) + bytes / g;
+        }
         case Algorithm::kHalvingDoubling: {
           int p = 1 << static_cast<int>(std::floor(std::log2(n)));
           double fold = p == n ? 0 : 2 * a + 2 * bytes / b;
@@ -135,7 +141,12 @@ Candidates candidates(const comm::Communicator& comm, CollectiveKind kind) {
   Candidates result;
   auto add = [&](Algorithm algorithm) { result.list[result.count++] = algorithm; };
   switch (kind) {
-    case CollectiveKind::kAllReduce: add(Algorithm::kRing); add(Algorithm::kTree); add(Algorithm::kHalvingDoubling); break;
+    case CollectiveKind::kAllReduce:
+      add(Algorithm::kRing);
+      add(Algorithm::kTree);
+      add(Algorithm::kHalvingDoubling);
+      add(Algorithm::kDoubleBinaryTree);
+      break;
     case CollectiveKind::kBroadcast:
     case CollectiveKind::kReduce: add(Algorithm::kRing); add(Algorithm::kTree); break;
     case CollectiveKind::kAllGather:

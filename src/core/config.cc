@@ -64,7 +64,7 @@ Result<Config> Config::fromEnvironment() {
     }
     if (found < 0) {
       return invalidArgument(std::string("CC_ALGO=") + text +
-                             " is not one of auto, ring, tree, direct, hd, pairwise, bruck, hier");
+                             " is not one of auto, ring, tree, direct, hd, pairwise, bruck, hier, dbt");
     }
     config.algorithm = found;
   }

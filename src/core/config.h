@@ -13,7 +13,7 @@ namespace cc {
 enum class TransportChoice { kAuto, kShm, kTcp };
 
 // CC_ALGO's values, in the order of collectives::Algorithm.
-inline constexpr const char* kAlgorithmNames[] = {"auto", "ring", "tree", "direct", "hd", "pairwise", "bruck", "hier"};
+inline constexpr const char* kAlgorithmNames[] = {"auto", "ring", "tree", "direct", "hd", "pairwise", "bruck", "hier", "dbt"};
 
 struct Config {
   // A wait that sees no progress for this long fails with ccTimeout.
@@ -33,7 +33,8 @@ struct Config {
   // (docs/PERFORMANCE.md). Turn it on where the kernel's single copy wins.
   bool shmUseCma = false;
   // Collectives (src/collectives). CC_ALGO: auto, ring, tree, direct, hd
-  // (halving-doubling), pairwise, bruck, hier (hierarchical: within hosts, then across); an algorithm that cannot run a collective is
+  // (halving-doubling), pairwise, bruck, hier (hierarchical: within hosts, then across), dbt (double
+  // binary tree); an algorithm that cannot run a collective is
   // passed over for that collective (CC_DEBUG=INFO says so).
   int algorithm = 0;  // index into kAlgorithmNames
   size_t chunkBytes = 0;                   // CC_CHUNK_BYTES; 0: the tuner's choice

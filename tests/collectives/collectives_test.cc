@@ -236,13 +236,14 @@ TEST_P(CollectiveMatrix, EveryTypeOpAndLayoutMatchesTheReference) {
 std::vector<MatrixParam> matrixParams() {
   std::vector<MatrixParam> params;
   for (int n = 1; n <= 8; ++n) {
-    for (const char* algorithm : {"auto", "ring", "tree", "direct", "hd", "pairwise", "bruck"}) {
+    for (const char* algorithm : {"auto", "ring", "tree", "direct", "hd", "pairwise", "bruck", "dbt"}) {
       params.push_back({n, algorithm, ""});
     }
     params.push_back({n, "ring", "1000"});
     params.push_back({n, "tree", "1000"});
     params.push_back({n, "hd", "1000"});
     params.push_back({n, "direct", "1000"});
+    params.push_back({n, "dbt", "1000"});
   }
   return params;
 }

@@ -40,7 +40,7 @@ TEST_P(LargeVectors, EveryAlgorithmMatchesTheReference) {
     const size_t size = collectives::dataTypeSize(type);
     std::vector<std::byte> out(count * size);
     // All-reduce by every algorithm; the others by theirs, on a block of count / n.
-    for (const char* algorithm : {"ring", "tree", "hd", "direct"}) {
+    for (const char* algorithm : {"ring", "tree", "hd", "direct", "dbt"}) {
       impl->algorithmOverride() = static_cast<int>(collectives::parseAlgorithm(algorithm));
       CC_ASSERT_OK(ccAllReduce(inputs[me].data(), out.data(), count, type, ccSum, comm, nullptr));
       for (size_t i = 0; i < count; i += 997) {
@@ -91,12 +91,12 @@ TEST(LargeVectorsEveryTypeAndOp, AllReduceReduceScatterAndReduce) {
     const ccDataType_t types[] = {ccInt8, ccUint8, ccInt32, ccUint32, ccInt64, ccUint64, ccFloat16, ccFloat32, ccFloat64,
                                   ccBfloat16};
     const ccRedOp_t ops[] = {ccSum, ccProd, ccMax, ccMin, ccAvg};
-    const char* algorithms[] = {"ring", "direct", "tree", "hd"};
+    const char* algorithms[] = {"ring", "direct", "tree", "hd", "dbt"};
     int which = 0;
     for (ccDataType_t type : types) {
       const size_t size = collectives::dataTypeSize(type);
       for (ccRedOp_t op : ops) {
-        const char* algorithm = algorithms[which++ % 4];
+        const char* algorithm = algorithms[which++ % 5];
         impl->algorithmOverride() = static_cast<int>(collectives::parseAlgorithm(algorithm));
         std::vector<std::vector<std::byte>> inputs(static_cast<size_t>(n));
         for (int r = 0; r < n; ++r) {

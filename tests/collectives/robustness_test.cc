@@ -164,7 +164,7 @@ TEST(Soak, RandomCollectivesOnSplitCommunicators) {
       ccRedOp_t op = ops[random() % 5];
       size_t count = random() % 3 == 0 ? random() % 70000 : random() % 100;
       int root = static_cast<int>(random() % 2);
-      int algorithm = static_cast<int>(random() % 7);
+      int algorithm = static_cast<int>(random() % 9);  // every CC_ALGO value
       auto impl = comm::communicatorOf(comm);
       ASSERT_NE(impl, nullptr);
       impl->algorithmOverride() = algorithm;
