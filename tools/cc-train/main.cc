@@ -1,5 +1,6 @@
-// cc-train: trains the reference model on one process, on a token file or the built-in
-// synthetic language, with checkpoints, evaluation, a CSV log and an SVG loss curve.
+// cc-train: trains the reference model on a token file or the built-in synthetic language,
+// with checkpoints, evaluation, a CSV log and an SVG loss curve; on one process, or
+// data-parallel with ZeRO under a launcher (mpirun -np N cc-train --dp N --zero K).
 // Flags: --help and docs/TRAINING.md.
 #include "loss_plot.h"
 #include "options.h"
@@ -8,34 +9,107 @@
 #include "parallel/checkpoint/checkpoint.h"
 #include "parallel/data/byte_tokenizer.h"
 #include "parallel/model/activations.h"
+#include "parallel/dp/cc_call.h"
+#include "parallel/mesh/mesh.h"
 #include "parallel/model/blas_threads.h"
 
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <string>
 
 namespace cc::parallel::train_tool {
 namespace {
 
+int worldRank = 0;  // for messages; 0 on one process
+int worldSize = 1;
+
 int fail(const Status& status) {
-  std::fprintf(stderr, "cc-train: %s\n", status.message().c_str());
+  if (worldSize > 1) {
+    std::fprintf(stderr, "cc-train: rank %d: %s\n", worldRank, status.message().c_str());
+  } else {
+    std::fprintf(stderr, "cc-train: %s\n", status.message().c_str());
+  }
   return 1;
 }
 
+// A collective failed (a peer died): say so and leave at once. Tearing the communicators
+// down normally could wait on the dead peer, and the job is over anyway.
+[[noreturn]] void failCollective(const Status& status) {
+  fail(status);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
+// The launcher's world size, if any (ccCommInitFromEnv reads the same variables).
+int launcherWorldSize() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE", "SLURM_NTASKS"}) {
+    if (const char* value = std::getenv(name)) return std::max(1, std::atoi(value));
+  }
+  return 1;
+}
+
+// A line of /proc/self/status in MiB ("VmHWM", "RssShmem"), or -1.
+double procStatusMiB(const char* field) {
+  std::ifstream status("/proc/self/status");
+  const std::string key = std::string(field) + ":";
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind(key, 0) == 0) return std::atof(line.c_str() + key.size()) / 1024.0;  // in kB
+  }
+  return -1;
+}
+
 double peakResidentMiB() {
+  // VmHWM, which resetPeakResident() can restart; ru_maxrss where /proc is missing.
+  const double highWater = procStatusMiB("VmHWM");
+  if (highWater >= 0) return highWater;
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
-// What the model's state and activations add up to (docs/TRAINING.md, "Memory").
+// What the model's state and activations add up to (docs/TRAINING.md, "Memory"); under
+// DP, ZeRO's accounting per rank (dp/data_parallel.h).
 double expectedMiB(const Trainer& trainer) {
-  const double parameters = static_cast<double>(trainer.model().layout().totalSize());
-  const double activations = static_cast<double>(
+  const double activations = 4.0 * static_cast<double>(
       ActivationArena<float>::elementCount(trainer.model().config(), trainer.options().batch));
-  return (16.0 * parameters + 4.0 * activations) / (1024.0 * 1024.0);
+  const double state = trainer.dataParallel() != nullptr
+                           ? trainer.dataParallel()->memoryEstimate().total()
+                           : 16.0 * static_cast<double>(trainer.model().layout().totalSize());
+  return (state + activations) / (1024.0 * 1024.0);
+}
+
+std::string memoryBreakdown(const Trainer& trainer) {
+  const double mib = 1024.0 * 1024.0;
+  const double activations = 4.0 * static_cast<double>(
+      ActivationArena<float>::elementCount(trainer.model().config(), trainer.options().batch));
+  char text[200];
+  if (trainer.dataParallel() != nullptr) {
+    const MemoryEstimate e = trainer.dataParallel()->memoryEstimate();
+    std::snprintf(text, sizeof(text), "parameters %.1f + gradients %.1f + adam %.1f + activations %.1f MiB",
+                  e.parameters / mib, e.gradients / mib, e.optimizer / mib, activations / mib);
+  } else {
+    std::snprintf(text, sizeof(text), "16 bytes x %zu parameters + 4 bytes x %zu activations",
+                  trainer.model().layout().totalSize(),
+                  ActivationArena<float>::elementCount(trainer.model().config(), trainer.options().batch));
+  }
+  return text;
+}
+
+// Under ZeRO-3 every rank first builds the whole model from the seed and then keeps its
+// shard; the training peak is measured from after that (Linux: clear_refs 5 restarts the
+// high-water mark).
+void resetPeakResident() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+// The largest peak over the ranks (every rank calls it).
+double peakOverRanks(ccComm_t world) {
+  double peak = peakResidentMiB();
+  if (world != nullptr) (void)ccAllReduce(&peak, &peak, 1, ccFloat64, ccMax, world, nullptr);
+  return peak;
 }
 
 std::unique_ptr<BatchSource> evalSourceFor(const Options& options, const BatchShape& shape,
@@ -66,7 +140,35 @@ int run(const Options& parsed) {
     options.train.model = config.value();
   }
   const TrainOptions& train = options.train;
-  const BatchShape shape{train.batch, train.model.seq, 0, 1};
+
+  // The job's world: a launcher's ranks, or this process alone (no communicator at all,
+  // the exact one-process run) when there is no launcher and --dp is 1.
+  struct WorldGuard {  // destroyed after the mesh and the trainer that use it
+    ccComm_t comm = nullptr;
+    ~WorldGuard() {
+      if (comm != nullptr) (void)ccCommDestroy(comm);
+    }
+  } worldGuard;
+  ccComm_t& world = worldGuard.comm;
+  std::unique_ptr<Mesh> mesh;
+  if (options.dp > 1 || launcherWorldSize() > 1) {
+    const Status initialised = ccCall(ccCommInitFromEnv(&world), nullptr, "ccCommInitFromEnv");
+    if (!initialised.isOk()) return fail(initialised);
+    (void)ccCommUserRank(world, &worldRank);
+    (void)ccCommCount(world, &worldSize);
+    auto created = Mesh::create(world, MeshShape{options.dp, 1, 1}, train.model);
+    if (!created.isOk()) {
+      if (worldSize == 1) return fail(Status(ccInvalidArgument, created.status().message() + "; start it with mpirun -np " + std::to_string(options.dp) + " (or another launcher)"));
+      return fail(created.status());
+    }
+    mesh = std::move(created).value();
+    auto table = mesh->placementTable();
+    if (!table.isOk()) return fail(table.status());
+    if (worldRank == 0) std::fputs(table->c_str(), stdout);
+  }
+  const bool leader = worldRank == 0;
+  const BatchShape shape{train.batch, train.model.seq, mesh ? mesh->coordinates().dp : 0, options.dp};
+  const BatchShape evalShape{train.batch, train.model.seq, 0, 1};
   std::unique_ptr<BatchSource> source;
   if (options.dataPath.empty()) {
     source = std::make_unique<SyntheticBatches>(train.seed, train.model.vocab, shape);
@@ -77,53 +179,70 @@ int run(const Options& parsed) {
   }
   std::unique_ptr<BatchSource> evalFile;
   if (!options.evalPath.empty()) {
-    auto opened = TokenFileBatches::open(options.evalPath, shape, train.model.vocab);
+    auto opened = TokenFileBatches::open(options.evalPath, evalShape, train.model.vocab);
     if (!opened.isOk()) return fail(opened.status());
     evalFile = std::move(opened.value());
   }
   const std::string dataDescription = source->describe();
-  Trainer trainer(train, std::move(source));
+  Trainer trainer(train, std::move(source), mesh ? mesh->dp() : nullptr);
+  if (!trainer.status().isOk()) return fail(trainer.status());
   if (!options.loadPath.empty()) {
     const Status loaded = trainer.load(options.loadPath);
     if (!loaded.isOk()) return fail(loaded);
   }
-  std::unique_ptr<BatchSource> evalSource = evalSourceFor(options, shape, std::move(evalFile));
+  std::unique_ptr<BatchSource> evalSource = evalSourceFor(options, evalShape, std::move(evalFile));
   std::unique_ptr<BatchSource> trainingFirstBatch;
   if (!evalSource && !options.dataPath.empty()) {
-    trainingFirstBatch = std::move(TokenFileBatches::open(options.dataPath, shape, train.model.vocab).value());
+    trainingFirstBatch = std::move(TokenFileBatches::open(options.dataPath, evalShape, train.model.vocab).value());
   }
   const BatchSource& evalBatches = evalSource ? *evalSource : *trainingFirstBatch;
 
+  if (trainer.dataParallel() != nullptr) {
+    const double peak = peakOverRanks(world);
+    if (leader) {
+      std::printf("data parallel: %s\n", trainer.dataParallel()->describe().c_str());
+      std::printf("memory at start-up: expected_mib %.1f per rank (%s), peak_rss_mib %.1f during set-up (largest rank)\n",
+                  expectedMiB(trainer), memoryBreakdown(trainer).c_str(), peak);
+    }
+    resetPeakResident();
+  }
   std::ofstream log;
-  if (!options.logPath.empty()) {
+  if (!options.logPath.empty() && leader) {
     log.open(options.logPath, std::ios::app);
     if (!log) return fail(invalidArgument("--log " + options.logPath + ": cannot open"));
     log.seekp(0, std::ios::end);
     if (log.tellp() == 0) log << "step,loss,lr,grad_norm,tokens_per_s,eval_loss\n";
   }
   const int64_t first = trainer.completedSteps();
-  if (first < train.steps) {
+  if (first < train.steps && leader) {
     std::printf("cc-train: %s, batch %d x %d micro-batches, %lld steps from step %lld, %d thread(s), data: %s\n",
                 train.model.describe().c_str(), train.batch, train.gradAccum, static_cast<long long>(train.steps),
                 static_cast<long long>(first), options.threads, dataDescription.c_str());
   }
-  Progress progress(first, train.steps, options.printEvery);
+  // Only rank 0 talks; the others print nothing but errors.
+  Progress progress(first, train.steps, leader ? options.printEvery : 1 << 30);
   std::vector<std::pair<int64_t, double>> curve, evalCurve;
-  std::vector<double> rates;
+  std::vector<double> rates, waits;
   int64_t ranThisTime = 0;
   while (trainer.completedSteps() < train.steps && (options.stopAfter == 0 || ranThisTime < options.stopAfter)) {
-    const StepResult result = trainer.step();
+    auto stepped = trainer.tryStep();
+    if (!stepped.isOk()) failCollective(stepped.status());
+    const StepResult& result = stepped.value();
     ++ranThisTime;
     const double rate = static_cast<double>(trainer.tokensPerStep()) / result.seconds;
     rates.push_back(rate);
+    waits.push_back(result.gradientWaitSeconds);
     curve.emplace_back(result.step, result.loss);
-    progress.report(result, rate);
+    if (leader) progress.report(result, rate);
     double evalLoss = -1;
     if (options.evalEvery > 0 && result.step % options.evalEvery == 0) {
       evalLoss = trainer.evaluate(evalBatches);
+      if (!trainer.status().isOk()) failCollective(trainer.status());
       evalCurve.emplace_back(result.step, evalLoss);
-      progress.finish();
-      std::printf("step %lld eval_loss %.6f\n", static_cast<long long>(result.step), evalLoss);
+      if (leader) {
+        progress.finish();
+        std::printf("step %lld eval_loss %.6f\n", static_cast<long long>(result.step), evalLoss);
+      }
     }
     if (log) {
       log << result.step << ',' << result.loss << ',' << result.lr << ',' << result.gradNorm << ',' << rate << ',';
@@ -132,33 +251,57 @@ int run(const Options& parsed) {
     }
     if (!options.savePath.empty() && options.saveEvery > 0 && result.step % options.saveEvery == 0) {
       const Status saved = trainer.save(options.savePath);
-      if (!saved.isOk()) return fail(saved);
+      if (!saved.isOk()) failCollective(saved);
     }
   }
-  progress.finish();
+  if (leader) progress.finish();
   if (!options.savePath.empty()) {
     const Status saved = trainer.save(options.savePath);
-    if (!saved.isOk()) return fail(saved);
-    std::printf("saved step %lld to %s (+ %s)\n", static_cast<long long>(trainer.completedSteps()),
+    if (!saved.isOk()) failCollective(saved);
+    if (leader) std::printf("saved step %lld to %s (+ %s)\n", static_cast<long long>(trainer.completedSteps()),
                 options.savePath.c_str(), optimizerPath(options.savePath).c_str());
   }
-  if (!options.plotPath.empty() && !curve.empty()) {
+  if (!options.plotPath.empty() && !curve.empty() && leader) {
     const Status plotted = writeLossPlot(options.plotPath, curve, evalCurve);
     if (!plotted.isOk()) return fail(plotted);
   }
-  if (!rates.empty()) {
-    // The first step pays for page faults in the arena; the median of the rest is the rate.
-    std::vector<double> steady(rates.size() > 1 ? rates.begin() + 1 : rates.begin(), rates.end());
+  auto median = [](const std::vector<double>& values) {
+    // The first step pays for page faults in the arena; the median of the rest.
+    std::vector<double> steady(values.size() > 1 ? values.begin() + 1 : values.begin(), values.end());
     std::sort(steady.begin(), steady.end());
-    std::printf("summary: steps %lld final_loss %.6f median_tokens_per_s %.0f threads %d\n",
-                static_cast<long long>(trainer.completedSteps()), curve.back().second, steady[steady.size() / 2],
+    return steady[steady.size() / 2];
+  };
+  if (!rates.empty() && leader) {
+    std::printf("summary: steps %lld final_loss %.6f median_tokens_per_s %.0f threads %d", 
+                static_cast<long long>(trainer.completedSteps()), curve.back().second, median(rates),
                 options.threads);
+    if (trainer.dataParallel() != nullptr) {
+      std::printf(" dp %d zero %d median_gradient_wait_ms %.3f", options.dp, train.parallel.zeroStage,
+                  1e3 * median(waits));
+    }
+    std::printf("\n");
   }
-  std::printf("memory: peak_rss_mib %.1f expected_mib %.1f (16 bytes x %zu parameters + 4 bytes x %zu activations)\n",
-              peakResidentMiB(), expectedMiB(trainer), trainer.model().layout().totalSize(),
-              ActivationArena<float>::elementCount(trainer.model().config(), train.batch));
+  const double peak = peakOverRanks(world);
+  // cc's shared-memory rings and staging count in every rank's resident set; the figure
+  // says how much of the peak is that rather than the model.
+  double shared = procStatusMiB("RssShmem");
+  double privateNow = procStatusMiB("RssAnon");
+  if (world != nullptr) {
+    (void)ccAllReduce(&shared, &shared, 1, ccFloat64, ccMax, world, nullptr);
+    (void)ccAllReduce(&privateNow, &privateNow, 1, ccFloat64, ccMax, world, nullptr);
+  }
+  if (leader) {
+    std::printf("memory: peak_rss_mib %.1f expected_mib %.1f (%s)", peak, expectedMiB(trainer),
+                memoryBreakdown(trainer).c_str());
+    if (world != nullptr) {
+      std::printf(" per rank, largest rank's peak; of it cc's shared buffers rss_shmem_mib %.1f; private memory after "
+                  "the last step rss_anon_mib %.1f", shared, privateNow);
+    }
+    std::printf("\n");
+  }
   if (!options.evalPath.empty()) {
-    std::printf("eval_loss %.6f\n", trainer.evaluate(evalBatches));
+    const double evalLoss = trainer.evaluate(evalBatches);
+    if (leader) std::printf("eval_loss %.6f\n", evalLoss);
   }
   return 0;
 }

@@ -52,6 +52,8 @@ eval:      --eval FILE.bin (with --load and no --steps: print eval_loss and exit
            --eval-every K
 output:    --log FILE.csv --plot FILE.svg --print-every K (10)
 machine:   --threads N (1, OpenBLAS threads)
+parallel:  --dp N (1; run under mpirun -np N) --zero 0|1|2|3 (0) --bucket-mb X (25)
+           --no-overlap (reduce gradients after backward instead of during it)
 )";
 }
 
@@ -90,11 +92,18 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
       {"--plot", [&](auto&, auto& v) { options.plotPath = v; return Status::ok(); }},
       {"--threads", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1024, &options.threads); }},
       {"--print-every", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 30, &options.printEvery); }},
+      {"--dp", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 16, &options.dp); }},
+      {"--zero", [&](auto& f, auto& v) { return parseInteger(f, v, 0, 3, &train.parallel.zeroStage); }},
+      {"--bucket-mb", [&](auto& f, auto& v) { return parseFloat(f, v, 1e-3f, 1e5f, &options.bucketMiB); }},
   };
   for (size_t i = 0; i < arguments.size(); ++i) {
     const std::string& flag = arguments[i];
     if (flag == "--help" || flag == "-h") {
       options.help = true;
+      continue;
+    }
+    if (flag == "--no-overlap") {
+      train.parallel.overlap = false;
       continue;
     }
     if (flag == "--prepare") {
@@ -109,6 +118,7 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
     if (i + 1 >= arguments.size()) return invalidArgument(flag + " needs a value");
     CC_TRY(handler->second(flag, arguments[++i]));
   }
+  train.parallel.bucketBytes = static_cast<size_t>(static_cast<double>(options.bucketMiB) * 1024.0 * 1024.0);
   if (!options.evalPath.empty() && !options.stepsGiven) train.steps = 0;
   if (train.warmup > train.steps) train.warmup = train.steps;
   CC_TRY(model.validate());

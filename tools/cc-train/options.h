@@ -25,6 +25,8 @@ struct Options {
   int threads = 1;           // --threads
   int64_t stopAfter = 0;     // --stop-after: leave after this many steps of this run
   int printEvery = 10;       // --print-every (plain output)
+  int dp = 1;                // --dp: data-parallel ranks (the launcher's world size)
+  float bucketMiB = 25.0f;   // --bucket-mb (train.parallel.bucketBytes)
   bool help = false;
 };
 

@@ -13,8 +13,15 @@ namespace cc::parallel {
 
 inline Status ccCall(ccResult_t result, ccComm_t comm, const std::string& what) {
   if (result == ccSuccess) return Status::ok();
+  // The communicator's message, and this thread's where it says something else (a queued
+  // operation's failure may be reported on either).
   std::string detail = comm != nullptr ? ccGetLastError(comm) : "";
-  if (detail.empty()) detail = ccGetLastError(nullptr);
+  const std::string thread = ccGetLastError(nullptr);
+  if (detail.empty()) {
+    detail = thread;
+  } else if (!thread.empty() && thread != detail) {
+    detail += " (" + thread + ")";
+  }
   return Status(result, what + ": " + ccGetErrorString(result) + (detail.empty() ? "" : ": " + detail));
 }
 

@@ -10,6 +10,12 @@
 #include <cstring>
 
 namespace cc::parallel {
+namespace {
+
+// Stages 2-3: full-size gradient buckets allowed to wait for their reduce-scatter.
+constexpr size_t kMaxBucketsInFlight = 2;
+
+}  // namespace
 
 Result<std::unique_ptr<DataParallel>> DataParallel::create(ccComm_t dpComm, Gpt<float>& model,
                                                            const DataParallelOptions& options) {
@@ -26,9 +32,17 @@ Result<std::unique_ptr<DataParallel>> DataParallel::create(ccComm_t dpComm, Gpt<
                            std::to_string(paddedBufferSize(layout.totalSize(), dp->world_)) +
                            " (the layout padded to the DP world size)");
   }
-  CC_TRY(ccCall(ccCommSplit(dpComm, 0, dp->rank_, &dp->paramComm_), dpComm, "dp: split the parameter communicator"));
   CC_TRY(ccCall(ccStreamCreate(&dp->gradStream_), dpComm, "dp: ccStreamCreate"));
-  CC_TRY(ccCall(ccStreamCreate(&dp->paramStream_), dpComm, "dp: ccStreamCreate"));
+  if (options.zeroStage == 3) {
+    // Parameter gathers run during forward and backward, beside the gradient buckets: a
+    // communicator and stream of their own. Stages 0-2 gather after the gradients have
+    // arrived and share the gradients' (a communicator costs its shared buffers per rank).
+    CC_TRY(ccCall(ccCommSplit(dpComm, 0, dp->rank_, &dp->paramComm_), dpComm, "dp: split the parameter communicator"));
+    CC_TRY(ccCall(ccStreamCreate(&dp->paramStream_), dpComm, "dp: ccStreamCreate"));
+  } else {
+    dp->paramComm_ = dpComm;
+    dp->paramStream_ = dp->gradStream_;
+  }
   if (options.zeroStage == 3) {
     std::vector<Segment> units = layerUnits(layout, model.config().layers, dp->padded_, dp->world_);
     dp->segments_.assign(units.rbegin(), units.rend());
@@ -55,15 +69,14 @@ DataParallel::DataParallel(ccComm_t dpComm, Gpt<float>& model, const DataParalle
 
 DataParallel::~DataParallel() {
   model_.setObserver(nullptr);
+  const bool ownParameterChannel = paramComm_ != nullptr && paramComm_ != gradComm_;
   // After a failure a peer may be gone: abort rather than wait on anything.
-  if (!error_.isOk() && paramComm_ != nullptr) {
-    (void)ccCommAbort(paramComm_);
-    paramComm_ = nullptr;
+  if (!error_.isOk() && ownParameterChannel) (void)ccCommAbort(paramComm_);
+  if (gradStream_ != nullptr) (void)ccStreamDestroy(gradStream_);
+  if (ownParameterChannel) {
+    if (paramStream_ != nullptr) (void)ccStreamDestroy(paramStream_);
+    if (error_.isOk()) (void)ccCommDestroy(paramComm_);
   }
-  for (ccStream_t stream : {gradStream_, paramStream_}) {
-    if (stream != nullptr) (void)ccStreamDestroy(stream);
-  }
-  if (paramComm_ != nullptr) (void)ccCommDestroy(paramComm_);
 }
 
 size_t DataParallel::optimizerStateSize() const {
@@ -97,7 +110,9 @@ MemoryEstimate DataParallel::memoryEstimate() const {
 
 std::string DataParallel::describe() const {
   char text[256];
-  const double largest = static_cast<double>(segments_.front().size()) * 4.0 / (1 << 20);
+  size_t largestSegment = 0;
+  for (const Segment& segment : segments_) largestSegment = std::max(largestSegment, segment.size());
+  const double largest = static_cast<double>(largestSegment) * 4.0 / (1 << 20);
   std::snprintf(text, sizeof(text), "dp %d, zero %d, %zu %s (largest %.2f MiB), overlap %s, %zu of %zu elements per shard",
                 world_, options_.zeroStage, segments_.size(),
                 options_.zeroStage == 3 ? "layer units" : "gradient buckets", largest, options_.overlap ? "on" : "off",
@@ -309,6 +324,12 @@ void DataParallel::gradientsFinalFrom(size_t offset) {
     if (!error_.isOk()) return;
   }
   releaseCompletedGradients(false);
+  // Stages 2-3 promise that only a few full-size buckets exist at once: when the stream
+  // falls behind backward by more than kMaxBucketsInFlight, backward waits for it.
+  if (options_.zeroStage >= 2 && launched_ - released_ > kMaxBucketsInFlight) {
+    record(ccCall(ccStreamSynchronize(gradStream_), gradComm_, "dp: waiting for the gradient reductions"));
+    if (error_.isOk()) releaseCompletedGradients(true);
+  }
 }
 
 }  // namespace cc::parallel

@@ -15,8 +15,9 @@
 // Only the last micro-batch of a step communicates (the others accumulate locally).
 // Without overlap the same calls run, in the same order, after backward: the same bits.
 //
-// The gradient and parameter traffic use two communicators (the second split from the
-// first) with a stream each, so ZeRO-3's prefetches never queue behind gradient buckets.
+// Under ZeRO-3 the gradient and parameter traffic use two communicators (the second split
+// from the first) with a stream each, so the prefetches never queue behind gradient
+// buckets; stages 0-2 use one of each.
 #pragma once
 
 #include "core/status.h"

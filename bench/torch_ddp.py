@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""PyTorch DistributedDataParallel over gloo on cc-train's reference model, for the
+data-parallel comparison in bench/dp_compare.sh: the model of bench/torch_gpt.py, N
+processes started with torch.multiprocessing on this host, one thread each, B sequences
+per rank, DDP's default 25 MB buckets (all-reduce overlapped with backward), AdamW and
+clipping as cc-train. Prints the global tokens/s (all ranks' tokens per step over the
+step time of rank 0), median over the timed steps."""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+try:
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    from torch.nn.parallel import DistributedDataParallel
+    from torch_gpt import Gpt
+except ImportError:
+    print("torch_ddp: python3-torch is not importable (./scripts/install-deps.sh --demo)")
+    sys.exit(77)
+
+
+def worker(rank, args):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(args.port)
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    torch.set_num_threads(args.threads)
+    dist.init_process_group("gloo", rank=rank, world_size=args.world)
+    torch.manual_seed(1337)
+    # Every rank builds the same model from the seed. The causal masks are bool buffers,
+    # which gloo cannot broadcast, and the same everywhere anyway: DDP leaves them alone.
+    net = Gpt(args.vocab, args.seq, args.layers, args.heads, args.width)
+    DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(net, [n for n, _ in net.named_buffers()])
+    model = DistributedDataParallel(net, bucket_cap_mb=args.bucket_mb, broadcast_buffers=False)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    generator = torch.Generator().manual_seed(1 + rank)
+    data = torch.randint(0, args.vocab, (args.batch, args.seq + 1), generator=generator)
+    inputs, targets = data[:, :-1].contiguous(), data[:, 1:].contiguous()
+    rates = []
+    for step in range(3 + args.steps):
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss = model(inputs, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        elapsed = time.perf_counter() - start
+        if step >= 3:
+            rates.append(args.world * args.batch * args.seq / elapsed)
+    if rank == 0:
+        print(f"torch_ddp: torch {torch.__version__} gloo world {args.world} threads {args.threads} "
+              f"loss {loss.item():.4f} median_tokens_per_s {statistics.median(rates):.0f}", flush=True)
+    dist.destroy_process_group()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--world", type=int, default=2)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--vocab", type=int, default=256)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=8, help="sequences per rank")
+    parser.add_argument("--steps", type=int, default=20, help="timed steps (after 3 warm-up steps)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--bucket-mb", type=float, default=25.0)
+    parser.add_argument("--port", type=int, default=29517)
+    args = parser.parse_args()
+    mp.spawn(worker, args=(args,), nprocs=args.world, join=True)
+
+
+if __name__ == "__main__":
+    main()

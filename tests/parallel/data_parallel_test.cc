@@ -1,0 +1,361 @@
+// Data parallelism and ZeRO against the one-process reference (issue #6), with forked
+// ranks (tests/support/multi_rank.h):
+// - dp = N with B rows per rank gives the one-process run with N x B rows, step by step;
+// - overlapped and non-overlapped reductions give the same bits;
+// - a checkpoint written at dp=4, zero=3 resumes at dp=2, zero=1 and on one process;
+// - a rank killed mid-run makes the others fail with a message naming it, and resuming
+//   from the last checkpoint reproduces the uninterrupted run bit for bit.
+#include "parallel/checkpoint/checkpoint.h"
+#include "parallel/dp/segments.h"
+#include "parallel/mesh/mesh.h"
+#include "parallel/model/blas_threads.h"
+#include "parallel/train/trainer.h"
+#include "support/multi_rank.h"
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+namespace cc::parallel {
+namespace {
+
+using cc::testing::RankContext;
+using cc::testing::runRanks;
+
+// Tolerance on the loss, relative. The DP run averages N per-rank gradients (each a sum
+// over B rows) where one process sums N x B rows at once, and the collective adds in its
+// own order: each gradient differs from the reference by fp32 rounding (~1e-7 relative),
+// and so does the logged loss (a mean of N means instead of one mean). Adam divides by
+// sqrt(v), so such differences reach the weights, and training can amplify them; over
+// these 50 steps the largest difference seen is 4.7e-7 (N=2), 3.6e-7 (N=3), 1.6e-7 (N=4).
+// 1e-5 leaves a margin of 20 and is still far below any real bug (a wrong shard, a missed
+// bucket or a rank counted twice moves the loss by more than 1e-2 within a step or two).
+constexpr double kLossTolerance = 1e-5;
+constexpr int kSteps = 50;
+constexpr int kRowsPerRank = 2;
+
+TrainOptions smallOptions(int batch, int64_t steps) {
+  TrainOptions options;
+  options.model.layers = 2;
+  options.model.heads = 2;
+  options.model.width = 64;
+  options.model.seq = 32;
+  options.model.vocab = 200;  // padded to 256; an odd layout size for the shards
+  options.batch = batch;
+  options.steps = steps;
+  options.lr = 1e-2f;
+  options.warmup = 5;
+  options.seed = 7;
+  return options;
+}
+
+std::unique_ptr<BatchSource> syntheticFor(const TrainOptions& options, int rank, int world) {
+  return std::make_unique<SyntheticBatches>(options.seed, options.model.vocab,
+                                            BatchShape{options.batch, options.model.seq, rank, world});
+}
+
+std::vector<double> referenceLosses(int world, int steps, int gradAccum = 1) {
+  TrainOptions options = smallOptions(kRowsPerRank * world, steps);
+  options.gradAccum = gradAccum;
+  Trainer trainer(options, syntheticFor(options, 0, 1));
+  std::vector<double> losses;
+  for (int i = 0; i < steps; ++i) losses.push_back(trainer.step().loss);
+  return losses;
+}
+
+std::filesystem::path scratch(const std::string& name) {
+  const auto directory =
+      std::filesystem::temp_directory_path() / ("cc_dp_test_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(directory);
+  std::filesystem::create_directories(directory);
+  return directory;
+}
+
+std::string fileBytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST(Mesh, RefusesShapesThatCannotRun) {
+  GptConfig model;
+  model.layers = 4;
+  model.heads = 4;
+  EXPECT_TRUE(validateMeshShape({2, 1, 1}, 2, model).isOk());
+  const Status wrongProduct = validateMeshShape({2, 1, 1}, 4, model);
+  EXPECT_FALSE(wrongProduct.isOk());
+  EXPECT_NE(wrongProduct.message().find("world size"), std::string::npos) << wrongProduct.message();
+  const Status badPp = validateMeshShape({1, 3, 1}, 3, model);
+  EXPECT_NE(badPp.message().find("pp 3 does not divide the 4 layers"), std::string::npos) << badPp.message();
+  const Status badTp = validateMeshShape({1, 1, 3}, 3, model);
+  EXPECT_NE(badTp.message().find("tp 3 does not divide the 4 heads"), std::string::npos) << badTp.message();
+  EXPECT_FALSE(validateMeshShape({0, 1, 1}, 0, model).isOk());
+}
+
+TEST(Mesh, SplitsTheWorldTpFastest) {
+  runRanks(4, [](RankContext& context) {
+    ccComm_t world = context.initComm();
+    GptConfig model;
+    auto mesh = Mesh::create(world, {2, 1, 2}, model);
+    ASSERT_TRUE(mesh.isOk()) << mesh.status().message();
+    const MeshCoordinates& at = mesh.value()->coordinates();
+    EXPECT_EQ(at.tp, context.rank % 2);
+    EXPECT_EQ(at.dp, context.rank / 2);
+    int dpSize = 0, dpRank = -1;
+    ASSERT_EQ(ccCommCount(mesh.value()->dp(), &dpSize), ccSuccess);
+    ASSERT_EQ(ccCommUserRank(mesh.value()->dp(), &dpRank), ccSuccess);
+    EXPECT_EQ(dpSize, 2);
+    EXPECT_EQ(dpRank, at.dp);
+    auto table = mesh.value()->placementTable();
+    ASSERT_TRUE(table.isOk());
+    EXPECT_NE(table->find("rank 3: dp 1 pp 0 tp 1"), std::string::npos) << table.value();
+    mesh.value().reset();
+    ccCommDestroy(world);
+  });
+}
+
+TEST(Segments, TileThePaddedBufferInWholeShards) {
+  const GptConfig config = smallOptions(1, 1).model;
+  const ParameterLayout layout(config);
+  for (int world : {1, 2, 3, 4, 7}) {
+    const size_t padded = paddedBufferSize(layout.totalSize(), world);
+    EXPECT_EQ(padded % static_cast<size_t>(world), 0u);
+    EXPECT_LT(padded - layout.totalSize(), static_cast<size_t>(world));
+    for (const std::vector<Segment>& segments :
+         {gradientBuckets(padded, 10000, world), layerUnits(layout, config.layers, padded, world)}) {
+      // Gradient buckets run downwards, units upwards: sort to check the tiling.
+      std::vector<Segment> sorted = segments;
+      std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
+      size_t at = 0;
+      for (const Segment& segment : sorted) {
+        EXPECT_EQ(segment.begin, at);
+        EXPECT_EQ(segment.begin % static_cast<size_t>(world), 0u);
+        EXPECT_EQ(segment.size() % static_cast<size_t>(world), 0u);
+        at = segment.end;
+      }
+      EXPECT_EQ(at, padded);
+      size_t owned = 0;
+      for (int rank = 0; rank < world; ++rank) {
+        for (const ShardPiece& piece : shardPieces(segments, rank, world)) owned += piece.count;
+      }
+      EXPECT_EQ(owned, padded);
+    }
+    const std::vector<Segment> buckets = gradientBuckets(padded, 10000, world);
+    EXPECT_EQ(buckets.front().end, padded) << "the first bucket is the one backward finishes first";
+  }
+}
+
+struct Equivalence {
+  int world;
+  int zero;
+  int gradAccum = 1;  // micro-batches per step (only the last one communicates)
+};
+
+class DataParallelEquivalence : public ::testing::TestWithParam<Equivalence> {};
+
+// Every step's loss (the DP average) against the one-process run on N x B rows.
+TEST_P(DataParallelEquivalence, MatchesOneProcessLossEveryStep) {
+  const int world = GetParam().world;
+  const int zero = GetParam().zero;
+  const int gradAccum = GetParam().gradAccum;
+  const std::vector<double> reference = referenceLosses(world, kSteps, gradAccum);
+  runRanks(world, [&](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    TrainOptions options = smallOptions(kRowsPerRank, kSteps);
+    options.gradAccum = gradAccum;
+    options.parallel.zeroStage = zero;
+    options.parallel.bucketBytes = 64 << 10;  // several buckets on this small model
+    {
+      Trainer trainer(options, syntheticFor(options, context.rank, world), comm);
+      ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
+      double worst = 0;
+      for (int step = 0; step < kSteps; ++step) {
+        auto result = trainer.tryStep();
+        ASSERT_TRUE(result.isOk()) << result.status().message();
+        const double relative = std::abs(result->loss - reference[static_cast<size_t>(step)]) / reference[static_cast<size_t>(step)];
+        worst = std::max(worst, relative);
+        EXPECT_LT(relative, kLossTolerance) << "step " << step + 1 << ": dp " << result->loss << " one process "
+                                            << reference[static_cast<size_t>(step)];
+      }
+      if (context.rank == 0) {
+        std::printf("dp %d zero %d accum %d: largest relative loss difference over %d steps %.3g (final loss %.4f)\n",
+                    world, zero, gradAccum, kSteps, worst, reference.back());
+      }
+    }
+    ccCommDestroy(comm);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, DataParallelEquivalence,
+                         ::testing::Values(Equivalence{2, 0}, Equivalence{2, 1}, Equivalence{2, 2}, Equivalence{2, 3},
+                                           Equivalence{4, 0}, Equivalence{4, 1}, Equivalence{4, 2}, Equivalence{4, 3},
+                                           Equivalence{3, 0}, Equivalence{3, 3}, Equivalence{2, 0, 2},
+                                           Equivalence{2, 2, 2}, Equivalence{2, 3, 2}),
+                         [](const ::testing::TestParamInfo<Equivalence>& run) {
+                           return "dp" + std::to_string(run.param.world) + "_zero" + std::to_string(run.param.zero) +
+                                  (run.param.gradAccum > 1 ? "_accum" + std::to_string(run.param.gradAccum) : "");
+                         });
+
+class OverlapIsBitwise : public ::testing::TestWithParam<int> {};
+
+// The same buckets and the same calls in the same order, whether they start during
+// backward or after it: the same bits.
+TEST_P(OverlapIsBitwise, SameWeightsWithAndWithoutOverlap) {
+  const int zero = GetParam();
+  runRanks(2, [zero](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    std::vector<float> weights[2];
+    for (int overlap = 0; overlap < 2; ++overlap) {
+      TrainOptions options = smallOptions(kRowsPerRank, 8);
+      options.gradAccum = 2;
+      options.parallel.zeroStage = zero;
+      options.parallel.bucketBytes = 32 << 10;
+      options.parallel.overlap = overlap == 1;
+      Trainer trainer(options, syntheticFor(options, context.rank, 2), comm);
+      ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
+      for (int step = 0; step < 8; ++step) ASSERT_TRUE(trainer.tryStep().isOk());
+      auto full = trainer.fullParameters();
+      ASSERT_TRUE(full.isOk()) << full.status().message();
+      weights[overlap] = std::move(full).value();
+    }
+    ASSERT_EQ(weights[0].size(), weights[1].size());
+    EXPECT_EQ(std::memcmp(weights[0].data(), weights[1].data(), weights[0].size() * sizeof(float)), 0);
+    ccCommDestroy(comm);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, OverlapIsBitwise, ::testing::Values(0, 1, 2, 3),
+                         [](const ::testing::TestParamInfo<int>& run) { return "zero" + std::to_string(run.param); });
+
+// Runs `world` ranks at `zero` from `load` (or fresh) to `steps`, writing rank 0's losses
+// (one per line) to lossesPath and the final checkpoint to save, unless empty.
+void runDp(int world, int zero, const std::string& load, int steps, const std::string& save,
+           const std::string& lossesPath, int saveAfter = 0) {
+  runRanks(world, [&](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    {
+      TrainOptions options = smallOptions(kRowsPerRank * 4 / world, steps);
+      options.parallel.zeroStage = zero;
+      options.parallel.bucketBytes = 48 << 10;
+      Trainer trainer(options, syntheticFor(options, context.rank, world), comm);
+      ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
+      if (!load.empty()) {
+        ASSERT_TRUE(trainer.load(load).isOk());
+      }
+      std::ofstream losses;
+      if (context.rank == 0 && !lossesPath.empty()) losses.open(lossesPath);
+      while (trainer.completedSteps() < steps) {
+        auto result = trainer.tryStep();
+        ASSERT_TRUE(result.isOk()) << result.status().message();
+        if (losses) losses << result->loss << '\n';
+        if (saveAfter > 0 && trainer.completedSteps() == saveAfter) {
+          ASSERT_TRUE(trainer.save(save).isOk());
+        }
+      }
+      if (!save.empty() && saveAfter == 0) {
+        ASSERT_TRUE(trainer.save(save).isOk());
+      }
+    }
+    ccCommDestroy(comm);
+  });
+}
+
+std::vector<double> readLosses(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::vector<double> losses;
+  for (double loss; in >> loss;) losses.push_back(loss);
+  return losses;
+}
+
+// Saved at dp=4, zero=3 after 6 steps: loading it at dp=2, zero=1 and on one process
+// gives back the same state (a save right after the load writes the same bytes), and
+// both continue as the dp=4 run did.
+TEST(DataParallelCheckpoint, Zero3AtFourResumesAtTwoZero1AndOneProcess) {
+  const auto directory = scratch("reshard");
+  const std::string saved = (directory / "dp4.safetensors").string();
+  runDp(4, 3, "", 12, saved, (directory / "dp4.losses").string(), 6);
+  const std::vector<double> dp4 = readLosses(directory / "dp4.losses");
+  ASSERT_EQ(dp4.size(), 12u);
+
+  // One process with all 8 rows: load, save again, compare bytes; then continue.
+  {
+    const TrainOptions options = smallOptions(kRowsPerRank * 4, 12);
+    Trainer trainer(options, syntheticFor(options, 0, 1));
+    ASSERT_TRUE(trainer.load(saved).isOk());
+    const std::string again = (directory / "one.safetensors").string();
+    ASSERT_TRUE(trainer.save(again).isOk());
+    EXPECT_EQ(fileBytes(saved), fileBytes(again));
+    EXPECT_EQ(fileBytes(optimizerPath(saved)), fileBytes(optimizerPath(again)));
+    for (size_t step = 6; step < 12; ++step) {
+      const double loss = trainer.step().loss;
+      EXPECT_NEAR(loss, dp4[step], kLossTolerance * dp4[step]) << "one process, step " << step + 1;
+    }
+  }
+  // dp=2, zero=1: load and save straight back (steps = 6), then the continuation.
+  runDp(2, 1, saved, 6, (directory / "dp2.safetensors").string(), "");
+  EXPECT_EQ(fileBytes(saved), fileBytes(directory / "dp2.safetensors"));
+  EXPECT_EQ(fileBytes(optimizerPath(saved)), fileBytes(optimizerPath((directory / "dp2.safetensors").string())));
+  runDp(2, 1, saved, 12, "", (directory / "dp2.losses").string());
+  const std::vector<double> dp2 = readLosses(directory / "dp2.losses");
+  ASSERT_EQ(dp2.size(), 6u);
+  for (size_t i = 0; i < dp2.size(); ++i) EXPECT_NEAR(dp2[i], dp4[6 + i], kLossTolerance * dp4[6 + i]) << i;
+  std::filesystem::remove_all(directory);
+}
+
+// Rank 1 is killed at the start of step 5; rank 0, in the middle of that step's
+// reductions, must fail within the fixture's deadline with a message naming rank 1.
+// Resumed from the checkpoint of step 3, the run ends with the uninterrupted run's bits.
+TEST(DataParallelRobustness, KilledRankIsNamedAndResumeReproducesTheRun) {
+  const auto directory = scratch("killed");
+  const std::string uninterrupted = (directory / "whole.safetensors").string();
+  runDp(2, 2, "", 8, uninterrupted, "");
+
+  const std::string checkpoint = (directory / "killed.safetensors").string();
+  cc::testing::MultiRankOptions options;
+  options.expectKilled = {1};
+  options.timeoutSeconds = 60;
+  options.env["CC_TIMEOUT_MS"] = "20000";
+  runRanks(
+      2,
+      [&](RankContext& context) {
+        ccComm_t comm = context.initComm();
+        TrainOptions train = smallOptions(kRowsPerRank * 2, 8);
+        train.parallel.zeroStage = 2;
+        train.parallel.bucketBytes = 48 << 10;
+        Trainer trainer(train, syntheticFor(train, context.rank, 2), comm);
+        ASSERT_TRUE(trainer.status().isOk());
+        for (;;) {
+          if (context.rank == 1 && trainer.completedSteps() == 4) ::raise(SIGKILL);
+          auto result = trainer.tryStep();
+          if (!result.isOk()) {
+            EXPECT_EQ(context.rank, 0);
+            EXPECT_EQ(trainer.completedSteps(), 4);
+            EXPECT_NE(result.status().message().find("rank 1"), std::string::npos) << result.status().message();
+            std::printf("rank 0 saw: %s\n", result.status().message().c_str());
+            std::fflush(stdout);
+            _exit(::testing::Test::HasFailure() ? 1 : 0);  // the communicator is dead: no teardown
+          }
+          if (trainer.completedSteps() == 3) {
+            ASSERT_TRUE(trainer.save(checkpoint).isOk());
+          }
+          ASSERT_LT(trainer.completedSteps(), 8) << "rank " << context.rank << " never noticed the dead peer";
+        }
+      },
+      options);
+
+  const std::string resumed = (directory / "resumed.safetensors").string();
+  runDp(2, 2, checkpoint, 8, resumed, "");
+  EXPECT_EQ(fileBytes(uninterrupted), fileBytes(resumed));
+  EXPECT_EQ(fileBytes(optimizerPath(uninterrupted)), fileBytes(optimizerPath(resumed)));
+  std::filesystem::remove_all(directory);
+}
+
+}  // namespace
+}  // namespace cc::parallel
