@@ -19,7 +19,7 @@ struct Config {
   // A wait that sees no progress for this long fails with ccTimeout.
   int64_t timeoutMs = 300000;
   // How long a waiting rank spins before it sleeps; 0 sleeps at once.
-  int64_t spinMicros = 1000;
+  int64_t spinMicros = 20;
   TransportChoice transport = TransportChoice::kAuto;
   std::string socketIfname;   // CC_SOCKET_IFNAME: interface (or prefix) for sockets
   int socketFamily = 0;       // CC_SOCKET_FAMILY: AF_INET, AF_INET6 or 0 for either

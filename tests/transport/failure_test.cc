@@ -33,9 +33,11 @@ TEST_P(Failure, KilledRankIsNoticedWithinTwoSeconds) {
   runRanks(3, [](RankContext& context) {
     ccComm_t comm = context.initComm();
     ASSERT_NE(comm, nullptr);
-    CC_ASSERT_OK(ccBarrier(comm, nullptr));
+    // Allocated before the barrier, so that the clock starts when every rank is ready
+    // (filling 1 GiB takes seconds under TSan, and would otherwise count as detection).
     const size_t bytes = size_t{1} << 30;
     std::vector<uint8_t> buffer(bytes, 1);
+    CC_ASSERT_OK(ccBarrier(comm, nullptr));
     if (context.rank == 2) {
       // Die while the transfer is in flight.
       std::thread killer([] {
