@@ -37,7 +37,9 @@ for round in $(seq "$rounds"); do
   dpno+=("$(echo "$out" | field median_tokens_per_s)"); waitno+=("$(echo "$out" | field median_gradient_wait_ms)")
   line="round $round: one ${one[-1]} dp2 ${dp[-1]} (wait ${wait[-1]} ms) dp2-no-overlap ${dpno[-1]} (wait ${waitno[-1]} ms)"
   if [ "$have_torch" = 1 ]; then
-    r=$("$python" bench/torch_ddp.py --world 2 --steps "$steps" --bucket-mb "$bucket" | awk '/median_tokens_per_s/ { print $NF }')
+    # One BLAS thread per process, as cc-train's ranks (torch.set_num_threads does not
+    # reach Debian's OpenBLAS pthread build).
+    r=$(OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "$python" bench/torch_ddp.py --world 2 --steps "$steps" --bucket-mb "$bucket" | awk '/median_tokens_per_s/ { print $NF }')
     ddp+=("$r"); line="$line torch-ddp $r"
   fi
   echo "$line tokens/s"

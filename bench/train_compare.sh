@@ -37,7 +37,9 @@ for round in $(seq "$rounds"); do
   cc_rates+=("$rate")
   line="round $round: cc-train $rate tok/s"
   if [ "$have_torch" = 1 ]; then
-    output=$("$python" bench/torch_gpt.py $model --steps "$steps" --threads "$threads")
+    # torch.set_num_threads does not reach Debian's OpenBLAS (pthread build): without
+    # these, torch's GEMMs use every core while cc-train uses --threads.
+    output=$(OPENBLAS_NUM_THREADS="$threads" OMP_NUM_THREADS="$threads" "$python" bench/torch_gpt.py $model --steps "$steps" --threads "$threads")
     [ "$round" = 1 ] && echo "$output" | grep -E "^torch (config|BLAS)|^torch [0-9]"
     trate=$(echo "$output" | awk '/median_tokens_per_s/ { print $NF }')
     torch_rates+=("$trate")
