@@ -163,6 +163,14 @@ class Direct {
     line.count.store(ctx_.args().count, std::memory_order_relaxed);
   }
 
+  // This rank's data for `round` is in its staging: say so (with the call), and wait
+  // until every other rank has said the same.
+  Status exchangeReady(uint64_t round) {
+    describe(round);
+    publish(kReady, round);
+    return waitFor(kReady, round);
+  }
+
   // After `ready` of round k from `peer`: did it make the same call?
   Status checkCall(int peer, uint64_t round) {
     CallLine& line = control(peer).calls[round % slots_];
@@ -306,7 +314,6 @@ std::vector<const void*>& sourceList(int n) {
   return sources;
 }
 
-Status beginRound(Direct& direct, uint64_t round) { return direct.beginRound(round); }
 
 // A vector that fits a cache line: one round, one line per rank, nothing in staging.
 Status allReduceInline(const Context& ctx, Direct& direct) {
@@ -331,11 +338,9 @@ Status allReduceOneShot(const Context& ctx, Direct& direct, size_t blockElements
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
     uint64_t round = direct.nextRound();
-    CC_TRY(beginRound(direct, round));
+    CC_TRY(direct.beginRound(round));
     std::memcpy(direct.staging(ctx.rank(), round), ctx.sendAt(offset), ctx.bytes(length));
-    direct.describe(round);
-    direct.publish(kReady, round);
-    CC_TRY(direct.waitFor(kReady, round));
+    CC_TRY(direct.exchangeReady(round));
     for (int p = 0; p < n; ++p) {
       if (p != ctx.rank()) CC_TRY(direct.checkCall(p, round));
       sources[static_cast<size_t>(p)] = direct.staging(p, round);
@@ -355,7 +360,7 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
     uint64_t round = direct.nextRound();
-    CC_TRY(beginRound(direct, round));
+    CC_TRY(direct.beginRound(round));
     std::byte* mine = direct.staging(me, round);
     // Export the slices the others reduce.
     for (int p = 0; p < n; ++p) {
@@ -363,9 +368,7 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
       size_t begin = partBegin(length, n, p);
       std::memcpy(mine + ctx.bytes(begin), ctx.sendAt(offset + begin), ctx.bytes(partLength(length, n, p)));
     }
-    direct.describe(round);
-    direct.publish(kReady, round);
-    CC_TRY(direct.waitFor(kReady, round));
+    CC_TRY(direct.exchangeReady(round));
     size_t myBegin = partBegin(length, n, me);
     size_t myLength = partLength(length, n, me);
     for (int p = 0; p < n; ++p) {
@@ -433,7 +436,7 @@ Status directBroadcast(const Context& ctx) {
     size_t length = std::min(blockElements, args.count - offset);
     uint64_t round = direct.nextRound();
     if (isRoot) {
-      CC_TRY(beginRound(direct, round));
+      CC_TRY(direct.beginRound(round));
       std::memcpy(direct.staging(root, round), ctx.recvAt(offset), ctx.bytes(length));
       direct.describe(round);
       direct.publish(kReady, round);
@@ -458,11 +461,9 @@ Status directAllGather(const Context& ctx) {
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
     uint64_t round = direct.nextRound();
-    CC_TRY(beginRound(direct, round));
+    CC_TRY(direct.beginRound(round));
     std::memcpy(direct.staging(me, round), ctx.recvAt(static_cast<size_t>(me) * args.count + offset), ctx.bytes(length));
-    direct.describe(round);
-    direct.publish(kReady, round);
-    CC_TRY(direct.waitFor(kReady, round));
+    CC_TRY(direct.exchangeReady(round));
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       CC_TRY(direct.checkCall(p, round));
@@ -472,6 +473,21 @@ Status directAllGather(const Context& ctx) {
   }
   return Status::ok();
 }
+
+namespace {
+
+// Reduce-scatter and all-to-all: block p of the input (elements p * count + offset, for
+// `length`) goes to slot position p of this rank's staging, for rank p to read.
+void exportPeerBlocks(const Context& ctx, std::byte* staging, size_t offset, size_t length) {
+  const int me = ctx.rank();
+  for (int p = 0; p < ctx.size(); ++p) {
+    if (p == me) continue;
+    auto block = static_cast<size_t>(p);
+    std::memcpy(staging + ctx.bytes(block * length), ctx.sendAt(block * ctx.args().count + offset), ctx.bytes(length));
+  }
+}
+
+}  // namespace
 
 Status directReduceScatter(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
@@ -485,16 +501,9 @@ Status directReduceScatter(const Context& ctx) {
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
     uint64_t round = direct.nextRound();
-    CC_TRY(beginRound(direct, round));
-    std::byte* mine = direct.staging(me, round);
-    for (int p = 0; p < n; ++p) {
-      if (p == me) continue;
-      std::memcpy(mine + ctx.bytes(static_cast<size_t>(p) * length),
-                  ctx.sendAt(static_cast<size_t>(p) * args.count + offset), ctx.bytes(length));
-    }
-    direct.describe(round);
-    direct.publish(kReady, round);
-    CC_TRY(direct.waitFor(kReady, round));
+    CC_TRY(direct.beginRound(round));
+    exportPeerBlocks(ctx, direct.staging(me, round), offset, length);
+    CC_TRY(direct.exchangeReady(round));
     for (int p = 0; p < n; ++p) {
       if (p != me) CC_TRY(direct.checkCall(p, round));
       sources[static_cast<size_t>(p)] = p == me ? static_cast<const void*>(ctx.sendAt(static_cast<size_t>(me) * args.count + offset))
@@ -519,14 +528,9 @@ Status directAllToAll(const Context& ctx) {
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
     uint64_t round = direct.nextRound();
-    CC_TRY(beginRound(direct, round));
-    std::byte* mine = direct.staging(me, round);
-    for (int p = 0; p < n; ++p) {
-      if (p != me) std::memcpy(mine + ctx.bytes(static_cast<size_t>(p) * length), ctx.sendAt(block(p) + offset), ctx.bytes(length));
-    }
-    direct.describe(round);
-    direct.publish(kReady, round);
-    CC_TRY(direct.waitFor(kReady, round));
+    CC_TRY(direct.beginRound(round));
+    exportPeerBlocks(ctx, direct.staging(me, round), offset, length);
+    CC_TRY(direct.exchangeReady(round));
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       CC_TRY(direct.checkCall(p, round));

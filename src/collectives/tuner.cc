@@ -1,8 +1,8 @@
 // The cost model. Each algorithm's time is latency × steps + bytes moved / bandwidth
 // (+ bytes reduced / reduction bandwidth), with per-transport constants; the cheapest
-// candidate wins. The constants are documented defaults measured on the 2-core KVM
-// machines cc is developed on (docs/PERFORMANCE.md); they only need to rank the
-// algorithms, not predict times exactly.
+// candidate wins. The constants are round figures chosen so that the model ranks the
+// algorithms the way cc-bench found them ranked on the 2-core KVM guests cc is developed
+// on (docs/PERFORMANCE.md); they are not measured at start-up and do not predict times.
 #include "collectives/tuner.h"
 
 #include <algorithm>

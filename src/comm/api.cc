@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "collectives/collective.h"
+#include "collectives/reduce_kernels.h"
 #include "comm/communicator.h"
 #include "comm/executor.h"
 #include "comm/handles.h"
@@ -114,14 +115,11 @@ std::shared_ptr<Communicator> unpublish(ccComm_t handle) {
   return impl;
 }
 
+// The element size of a raw datatype value, 0 for one that is not a ccDataType_t (checked
+// before the enum is formed: an out-of-range enum value is undefined).
 size_t typeSize(int type) {
-  switch (type) {
-    case ccInt8: case ccUint8: return 1;
-    case ccFloat16: case ccBfloat16: return 2;
-    case ccInt32: case ccUint32: case ccFloat32: return 4;
-    case ccInt64: case ccUint64: case ccFloat64: return 8;
-    default: return 0;
-  }
+  if (type < 0 || type >= ccNumTypes) return 0;
+  return collectives::dataTypeSize(static_cast<ccDataType_t>(type));
 }
 
 Result<size_t> byteCount(size_t count, int type) {

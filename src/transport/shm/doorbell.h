@@ -44,7 +44,8 @@ class Doorbell {
   static constexpr size_t kMaxExtraBytes = size_t{1} << 32;
 
   static Result<Doorbell> create(size_t extraBytes = 0);
-  static Result<Doorbell> attach(FileDescriptor fd);
+  // Maps a region (a peer's, or one just created). `populate` faults every page in now.
+  static Result<Doorbell> attach(FileDescriptor fd, bool populate = false);
   Doorbell(Doorbell&& other) noexcept;
   Doorbell& operator=(Doorbell&& other) noexcept;
   ~Doorbell();
