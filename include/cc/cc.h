@@ -112,6 +112,31 @@ ccResult_t ccCommGetAsyncError(ccComm_t comm, ccResult_t* asyncError);
 ccResult_t ccCommCount(const ccComm_t comm, int* count);
 ccResult_t ccCommUserRank(const ccComm_t comm, int* rank);
 
+/* Traffic counters (a cc extension; NCCL has none): what this rank moved on `comm`
+ * since it was created, per kind of operation, so that a program can check what a
+ * step costs. Bytes sent are the bytes of this rank's data that peers received (over a
+ * channel, or read from this rank's shared memory by the direct algorithms); bytes
+ * received are the bytes that arrived here from peers. Copies to oneself are not
+ * traffic. ccTrafficControl is cc's own small messages (CC_CHECK's call descriptors). */
+typedef enum {
+  ccTrafficAllReduce = 0,
+  ccTrafficBroadcast = 1,
+  ccTrafficReduce = 2,
+  ccTrafficAllGather = 3,
+  ccTrafficReduceScatter = 4,
+  ccTrafficAllToAll = 5,
+  ccTrafficAllToAllv = 6,
+  ccTrafficSendRecv = 7,
+  ccTrafficControl = 8,
+  ccNumTrafficKinds = 9
+} ccTrafficKind_t;
+typedef struct {
+  uint64_t calls;
+  uint64_t bytesSent;
+  uint64_t bytesReceived;
+} ccTraffic_t;
+ccResult_t ccCommGetTraffic(const ccComm_t comm, ccTrafficKind_t kind, ccTraffic_t* traffic);
+
 /* A fixed string for a result code. */
 const char* ccGetErrorString(ccResult_t result);
 

@@ -15,6 +15,8 @@
 namespace cc::collectives {
 
 enum class CollectiveKind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kAllToAllv };
+static_assert(static_cast<int>(CollectiveKind::kAllToAllv) == ccTrafficAllToAllv,
+              "CollectiveKind values index the traffic counters (ccTrafficKind_t)");
 
 // In the order of kAlgorithmNames (core/config.h), which CC_ALGO is parsed against.
 enum class Algorithm { kAuto, kRing, kTree, kDirect, kHalvingDoubling, kPairwise, kBruck, kHierarchical, kDoubleBinaryTree };

@@ -182,7 +182,12 @@ Status runCollective(comm::Communicator& comm, const CollectiveArgs& args) {
   if (comm.aborted()) return invalidUsage("communicator was aborted");
   CC_TRY(comm.brokenStatus());
   const Config& config = comm.config();
-  if (config.checkCalls && comm.size() > 1) CC_TRY(checkSameCall(comm, args));
+  if (config.checkCalls && comm.size() > 1) {
+    comm::TrafficScope control(comm, ccTrafficControl);
+    CC_TRY(checkSameCall(comm, args));
+  }
+  comm::TrafficScope scope(comm, static_cast<int>(args.kind));
+  comm.traffic(static_cast<int>(args.kind)).calls.fetch_add(1, std::memory_order_relaxed);
   if (isEmpty(args)) return Status::ok();
   if (comm.size() == 1) {
     runAlone(Context(comm, args, 1));

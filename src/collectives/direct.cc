@@ -102,6 +102,17 @@ class Direct {
     slotBytes_ = std::clamp<size_t>((wantedSlotBytes + 63) / 64 * 64, 64 * static_cast<size_t>(n_), staging / 2);
     slots_ = std::min<uint64_t>(kMaxSlots, staging / slotBytes_);
   }
+  ~Direct() { comm_.countTraffic(sent_, received_); }
+  Direct(const Direct&) = delete;
+  Direct& operator=(const Direct&) = delete;
+
+  // Traffic (ccCommGetTraffic), counted where data crosses between ranks: `received`
+  // bytes this rank read from peers' staging, `sent` bytes of its staging that peers
+  // read (known from the algorithm, so no shared counters on the hot path).
+  void tally(size_t sent, size_t received) {
+    sent_ += sent;
+    received_ += received;
+  }
 
   // Bytes of one staging slot.
   size_t slotBytes() const { return slotBytes_; }
@@ -304,6 +315,8 @@ class Direct {
   int me_;
   size_t slotBytes_ = 0;
   uint64_t slots_ = 2;
+  uint64_t sent_ = 0;
+  uint64_t received_ = 0;
 };
 
 // Source pointers for a reduction, one per rank, reused from call to call (no
@@ -328,6 +341,8 @@ Status allReduceInline(const Context& ctx, Direct& direct) {
   }
   ctx.reduceMany(ctx.recvAt(0), sources.data(), n, ctx.args().count);
   direct.publish(kReleased, round);
+  size_t others = ctx.bytes(ctx.args().count) * static_cast<size_t>(n - 1);
+  direct.tally(others, others);
   return Status::ok();
 }
 
@@ -347,6 +362,8 @@ Status allReduceOneShot(const Context& ctx, Direct& direct, size_t blockElements
     }
     ctx.reduceMany(ctx.recvAt(offset), sources.data(), n, length);
     direct.publish(kReleased, round);
+    size_t others = ctx.bytes(length) * static_cast<size_t>(n - 1);
+    direct.tally(others, others);
   }
   return Status::ok();
 }
@@ -383,6 +400,8 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
     } else {
       ctx.reduceMany(mine + ctx.bytes(myBegin), sources.data(), n, myLength);
     }
+    // Each peer read the slice I exported for it; I read my slice from every peer.
+    direct.tally(ctx.bytes(length - myLength), ctx.bytes(myLength) * static_cast<size_t>(n - 1));
     direct.publish(kReduced, round);
     if (toAllRanks || isRoot) {
       CC_TRY(direct.waitFor(kReduced, round));
@@ -392,6 +411,13 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
         std::memcpy(ctx.recvAt(offset + begin), direct.staging(p, round) + ctx.bytes(begin),
                     ctx.bytes(partLength(length, n, p)));
       }
+      direct.tally(0, ctx.bytes(length - myLength));
+    }
+    // My reduced slice is read by every peer (all-reduce) or by the root (reduce).
+    if (toAllRanks) {
+      direct.tally(ctx.bytes(myLength) * static_cast<size_t>(n - 1), 0);
+    } else if (!isRoot) {
+      direct.tally(ctx.bytes(myLength), 0);
     }
     direct.publish(kReleased, round);
   }
@@ -440,10 +466,12 @@ Status directBroadcast(const Context& ctx) {
       std::memcpy(direct.staging(root, round), ctx.recvAt(offset), ctx.bytes(length));
       direct.describe(round);
       direct.publish(kReady, round);
+      direct.tally(ctx.bytes(length) * static_cast<size_t>(ctx.size() - 1), 0);
     } else {
       CC_TRY(direct.waitFor(kReady, round, root));
       CC_TRY(direct.checkCall(root, round));
       std::memcpy(ctx.recvAt(offset), direct.staging(root, round), ctx.bytes(length));
+      direct.tally(0, ctx.bytes(length));
     }
     direct.publish(kReleased, round);
   }
@@ -469,6 +497,8 @@ Status directAllGather(const Context& ctx) {
       CC_TRY(direct.checkCall(p, round));
       std::memcpy(ctx.recvAt(static_cast<size_t>(p) * args.count + offset), direct.staging(p, round), ctx.bytes(length));
     }
+    size_t others = ctx.bytes(length) * static_cast<size_t>(n - 1);
+    direct.tally(others, others);
     direct.publish(kReleased, round);
   }
   return Status::ok();
@@ -510,6 +540,8 @@ Status directReduceScatter(const Context& ctx) {
                                                 : direct.staging(p, round) + ctx.bytes(static_cast<size_t>(me) * length);
     }
     ctx.reduceMany(ctx.recvAt(offset), sources.data(), n, length);
+    size_t others = ctx.bytes(length) * static_cast<size_t>(n - 1);
+    direct.tally(others, others);
     direct.publish(kReleased, round);
   }
   return Status::ok();
@@ -537,6 +569,8 @@ Status directAllToAll(const Context& ctx) {
       std::memcpy(ctx.recvAt(block(p) + offset), direct.staging(p, round) + ctx.bytes(static_cast<size_t>(me) * length),
                   ctx.bytes(length));
     }
+    size_t others = ctx.bytes(length) * static_cast<size_t>(n - 1);
+    direct.tally(others, others);
     direct.publish(kReleased, round);
   }
   return Status::ok();

@@ -351,6 +351,7 @@ Status fillCommon(collectives::CollectiveArgs& args, const void* sendbuff, void*
 Status barrier(Communicator& comm) {
   comm::OperationLocks locks({&comm});
   log::ScopedRank scopedRank(comm.rank());
+  comm::TrafficScope control(comm, ccTrafficControl);
   int n = comm.size();
   for (int distance = 1; distance < n; distance *= 2) {
     PointToPoint ops[2] = {
@@ -368,6 +369,7 @@ Status split(const std::shared_ptr<Communicator>& parent, int color, int key, cc
   std::vector<int32_t> table(static_cast<size_t>(2 * n));
   int32_t mine[2] = {color, key};
   std::vector<PointToPoint> ops;
+  comm::TrafficScope control(*parent, ccTrafficControl);
   for (int peer = 0; peer < n; ++peer) {
     ops.push_back({parent.get(), true, reinterpret_cast<std::byte*>(mine), sizeof(mine), peer, "split"});
     ops.push_back({parent.get(), false, reinterpret_cast<std::byte*>(&table[static_cast<size_t>(2 * peer)]),
@@ -575,6 +577,22 @@ ccResult_t ccCommCount(const ccComm_t handle, int* count) {
     if (count == nullptr) return invalidArgument("ccCommCount: count is NULL");
     CC_ASSIGN_OR_RETURN(auto comm, lookup(handle));
     *count = comm->size();
+    return Status::ok();
+  });
+}
+
+ccResult_t ccCommGetTraffic(const ccComm_t handle, ccTrafficKind_t kind, ccTraffic_t* traffic) {
+  return guarded(nullptr, [&]() -> Status {
+    if (traffic == nullptr) return invalidArgument("ccCommGetTraffic: traffic is NULL");
+    if (static_cast<int>(kind) < 0 || static_cast<int>(kind) >= ccNumTrafficKinds) {
+      return invalidArgument("ccCommGetTraffic: kind " + std::to_string(static_cast<int>(kind)) +
+                             " is not a ccTrafficKind_t (0.." + std::to_string(ccNumTrafficKinds - 1) + ")");
+    }
+    CC_ASSIGN_OR_RETURN(auto comm, lookup(handle));
+    auto& counter = comm->traffic(kind);
+    traffic->calls = counter.calls.load(std::memory_order_relaxed);
+    traffic->bytesSent = counter.bytesSent.load(std::memory_order_relaxed);
+    traffic->bytesReceived = counter.bytesReceived.load(std::memory_order_relaxed);
     return Status::ok();
   });
 }

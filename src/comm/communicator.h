@@ -5,6 +5,7 @@
 // communicator under core, but it owns transports, so it cannot live below them).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -80,6 +81,23 @@ class Communicator {
   // CC_CHUNK_BYTES at creation; tests set them per call.
   int& algorithmOverride() { return algorithmOverride_; }
   size_t& chunkBytesOverride() { return chunkBytesOverride_; }
+  // Traffic counters (ccCommGetTraffic), indexed by ccTrafficKind_t. The running
+  // operation's kind decides where the executor's channel bytes go; it changes only
+  // under operationMutex, but the executor thread reads it, hence the atomics.
+  struct TrafficCounter {
+    std::atomic<uint64_t> calls{0};
+    std::atomic<uint64_t> bytesSent{0};
+    std::atomic<uint64_t> bytesReceived{0};
+  };
+  TrafficCounter& traffic(int kind) { return traffic_[static_cast<size_t>(kind)]; }
+  int trafficKind() const { return trafficKind_.load(std::memory_order_relaxed); }
+  // Returns the previous kind, for the caller to restore.
+  int setTrafficKind(int kind) { return trafficKind_.exchange(kind, std::memory_order_relaxed); }
+  void countTraffic(uint64_t sent, uint64_t received) {
+    TrafficCounter& counter = traffic_[static_cast<size_t>(trafficKind())];
+    if (sent != 0) counter.bytesSent.fetch_add(sent, std::memory_order_relaxed);
+    if (received != 0) counter.bytesReceived.fetch_add(received, std::memory_order_relaxed);
+  }
   // The last collective decision (collectives/collectives.cc): a call with the same
   // shape, count and overrides skips the cost model.
   struct DecisionCache {
@@ -122,6 +140,8 @@ class Communicator {
   uint64_t directSynced_ = 0;
   int algorithmOverride_ = 0;
   DecisionCache decisionCache_;
+  std::array<TrafficCounter, ccNumTrafficKinds> traffic_;
+  std::atomic<int> trafficKind_{ccTrafficSendRecv};
   size_t chunkBytesOverride_ = 0;
   FileDescriptor epoll_;
   FileDescriptor abortEvent_;  // in the epoll set, so an abort wakes a TCP wait
@@ -135,6 +155,19 @@ class Communicator {
   std::string lastError_;
   std::unique_ptr<FlightRecorder> recorder_;
   std::shared_ptr<TraceSink> trace_;
+};
+
+// While it lives, the bytes `comm` moves count as `kind` (a ccTrafficKind_t).
+class TrafficScope {
+ public:
+  TrafficScope(Communicator& comm, int kind) : comm_(comm), previous_(comm.setTrafficKind(kind)) {}
+  ~TrafficScope() { comm_.setTrafficKind(previous_); }
+  TrafficScope(const TrafficScope&) = delete;
+  TrafficScope& operator=(const TrafficScope&) = delete;
+
+ private:
+  Communicator& comm_;
+  int previous_;
 };
 
 }  // namespace cc::comm

@@ -238,6 +238,14 @@ Status execute(std::span<PointToPoint> ops) {
       if (*result == Progress::kDone) {
         Communicator* comm = head.op->comm;
         comm->recorder().finish(head.sequence, OpState::kDone);
+        if (queue.isSend) {
+          comm->countTraffic(head.op->bytes, 0);
+        } else {
+          comm->countTraffic(0, head.op->bytes);
+        }
+        if (comm->trafficKind() == ccTrafficSendRecv) {
+          comm->traffic(ccTrafficSendRecv).calls.fetch_add(1, std::memory_order_relaxed);
+        }
         if (TraceSink* trace = comm->trace()) {
           trace->record(head.op->label, comm->lane(), head.startNs, nowNanos(), head.op->peer, head.op->bytes,
                         head.sequence);

@@ -234,6 +234,80 @@ TEST_P(OverlapIsBitwise, SameWeightsWithAndWithoutOverlap) {
 INSTANTIATE_TEST_SUITE_P(Stages, OverlapIsBitwise, ::testing::Values(0, 1, 2, 3),
                          [](const ::testing::TestParamInfo<int>& run) { return "zero" + std::to_string(run.param); });
 
+struct TrafficCase {
+  int world;
+  int zero;
+};
+
+class DataParallelTraffic : public ::testing::TestWithParam<TrafficCase> {};
+
+// One step moves what the schedule says, per rank and per direction (cc's traffic
+// counters, ccCommGetTraffic). All-reduce, or reduce-scatter + all-gather, of the padded
+// gradient G moves 2(N-1)/N x G. ZeRO-3 reduce-scatters the gradients and gathers every
+// layer unit before forward, and again before backward those it released after forward
+// (every block but the last; the embeddings and ln_f stay): (N-1)/N x (2G + the
+// re-gathered blocks), which tends to ZeRO's 3(N-1)/N x G (1.5x) as blocks outnumber the
+// rest; this 2-layer model gets about 1.2x. Besides those, a step averages two fp64
+// scalars (the loss and the gradient norm), at most 2 x 8 bytes per peer each. The
+// buckets are kept above the one-shot all-reduce's 64 KiB, which moves (N-1) x its
+// bytes by design (docs/PERFORMANCE.md). Anything else is traffic nobody asked for.
+TEST_P(DataParallelTraffic, OneStepMovesWhatTheScheduleSays) {
+  const int world = GetParam().world;
+  const int zero = GetParam().zero;
+  runRanks(world, [&](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    {
+      TrainOptions options = smallOptions(kRowsPerRank, 3);
+      options.parallel.zeroStage = zero;
+      options.parallel.bucketBytes = 256 << 10;
+      Trainer trainer(options, syntheticFor(options, context.rank, world), comm);
+      ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
+      const size_t padded = trainer.model().paddedParameters().size();
+      for (const Segment& bucket : gradientBuckets(padded, options.parallel.bucketBytes / sizeof(float), world)) {
+        ASSERT_GT(bucket.size() * sizeof(float), size_t{64} << 10) << "a bucket small enough for the one-shot all-reduce";
+      }
+      ASSERT_TRUE(trainer.tryStep().isOk());
+      const DataParallel* dp = trainer.dataParallel();
+      ASSERT_NE(dp, nullptr);
+      auto before = dp->traffic();
+      ASSERT_TRUE(before.isOk());
+      ASSERT_TRUE(trainer.tryStep().isOk());
+      auto after = dp->traffic();
+      ASSERT_TRUE(after.isOk());
+      const uint64_t n = static_cast<uint64_t>(world);
+      uint64_t elements = 2 * padded;
+      if (zero == 3) {
+        const std::vector<Segment> units =
+            layerUnits(trainer.model().layout(), options.model.layers, padded, world);
+        for (size_t unit = 1; unit + 2 < units.size(); ++unit) elements += units[unit].size();
+      }
+      const uint64_t expected = (n - 1) * elements * sizeof(float) / n;
+      const uint64_t scalars = 2 * 2 * (n - 1) * sizeof(double);
+      const uint64_t sent = after->sent - before->sent;
+      const uint64_t received = after->received - before->received;
+      EXPECT_GE(sent, expected) << "rank " << context.rank;
+      EXPECT_LE(sent, expected + scalars) << "rank " << context.rank;
+      EXPECT_GE(received, expected) << "rank " << context.rank;
+      EXPECT_LE(received, expected + scalars) << "rank " << context.rank;
+      if (context.rank == 0) {
+        const double allReduce = 2.0 * static_cast<double>((n - 1) * padded * sizeof(float)) / static_cast<double>(n);
+        std::printf("dp %d zero %d: one step sent %llu B, schedule %llu B + scalars (%.3f x an all-reduce of the "
+                    "gradients)\n",
+                    world, zero, static_cast<unsigned long long>(sent), static_cast<unsigned long long>(expected),
+                    static_cast<double>(sent) / allReduce);
+      }
+    }
+    ccCommDestroy(comm);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, DataParallelTraffic,
+                         ::testing::Values(TrafficCase{2, 0}, TrafficCase{4, 0}, TrafficCase{4, 1}, TrafficCase{4, 2},
+                                           TrafficCase{4, 3}, TrafficCase{3, 3}),
+                         [](const ::testing::TestParamInfo<TrafficCase>& run) {
+                           return "dp" + std::to_string(run.param.world) + "_zero" + std::to_string(run.param.zero);
+                         });
+
 // Runs `world` ranks at `zero` from `load` (or fresh) to `steps`, writing rank 0's losses
 // (one per line) to lossesPath and the final checkpoint to save, unless empty.
 void runDp(int world, int zero, const std::string& load, int steps, const std::string& save,

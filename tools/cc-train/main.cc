@@ -222,11 +222,20 @@ int run(const Options& parsed) {
   // Only rank 0 talks; the others print nothing but errors.
   Progress progress(first, train.steps, leader ? options.printEvery : 1 << 30);
   std::vector<std::pair<int64_t, double>> curve, evalCurve;
-  std::vector<double> rates, waits;
+  std::vector<double> rates, waits, sentPerStep;
+  // Bytes this rank sent during a step (cc's traffic counters), to compare with ZeRO's
+  // accounting: 2(N-1)/N of the gradient bytes for stages 0-2, up to 1.5x that for 3.
+  auto bytesSent = [&]() -> double {
+    if (trainer.dataParallel() == nullptr) return 0;
+    auto traffic = trainer.dataParallel()->traffic();
+    return traffic.isOk() ? static_cast<double>(traffic->sent) : 0;
+  };
   int64_t ranThisTime = 0;
   while (trainer.completedSteps() < train.steps && (options.stopAfter == 0 || ranThisTime < options.stopAfter)) {
+    const double sentBefore = bytesSent();
     auto stepped = trainer.tryStep();
     if (!stepped.isOk()) failCollective(stepped.status());
+    sentPerStep.push_back(bytesSent() - sentBefore);
     const StepResult& result = stepped.value();
     ++ranThisTime;
     const double rate = static_cast<double>(trainer.tokensPerStep()) / result.seconds;
@@ -276,8 +285,8 @@ int run(const Options& parsed) {
                 static_cast<long long>(trainer.completedSteps()), curve.back().second, median(rates),
                 options.threads);
     if (trainer.dataParallel() != nullptr) {
-      std::printf(" dp %d zero %d median_gradient_wait_ms %.3f", options.dp, train.parallel.zeroStage,
-                  1e3 * median(waits));
+      std::printf(" dp %d zero %d median_gradient_wait_ms %.3f sent_mib_per_step %.2f", options.dp,
+                  train.parallel.zeroStage, 1e3 * median(waits), median(sentPerStep) / (1024.0 * 1024.0));
     }
     std::printf("\n");
   }

@@ -3,11 +3,27 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace cc::parallel::train_tool {
 
+namespace {
+
+// A bar redrawn with \r only on a terminal of our own: Open MPI gives each rank a
+// pseudo-terminal even when mpirun's output goes to a file or a pipe, where the
+// redrawn bar would pile up on one line.
+bool ownTerminal() {
+  if (::isatty(STDOUT_FILENO) != 1) return false;
+  for (const char* launcher : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"}) {
+    if (std::getenv(launcher) != nullptr) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Progress::Progress(int64_t firstStep, int64_t lastStep, int printEvery)
-    : terminal_(::isatty(STDOUT_FILENO) == 1), firstStep_(firstStep), lastStep_(lastStep), printEvery_(printEvery) {}
+    : terminal_(ownTerminal()), firstStep_(firstStep), lastStep_(lastStep), printEvery_(printEvery) {}
 
 void Progress::report(const StepResult& result, double tokensPerSecond) {
   elapsed_ += result.seconds;

@@ -79,6 +79,22 @@ DataParallel::~DataParallel() {
   }
 }
 
+Result<DataParallel::Traffic> DataParallel::traffic() const {
+  Traffic total;
+  std::vector<ccComm_t> comms{gradComm_};
+  if (paramComm_ != gradComm_) comms.push_back(paramComm_);
+  for (ccComm_t comm : comms) {
+    for (int kind = 0; kind < ccNumTrafficKinds; ++kind) {
+      if (kind == ccTrafficControl) continue;
+      ccTraffic_t counter{};
+      CC_TRY(ccCall(ccCommGetTraffic(comm, static_cast<ccTrafficKind_t>(kind), &counter), comm, "dp: ccCommGetTraffic"));
+      total.sent += counter.bytesSent;
+      total.received += counter.bytesReceived;
+    }
+  }
+  return total;
+}
+
 size_t DataParallel::optimizerStateSize() const {
   if (options_.zeroStage == 0) return model_.layout().totalSize();
   return padded_ / static_cast<size_t>(world_);

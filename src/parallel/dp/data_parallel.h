@@ -80,6 +80,14 @@ class DataParallel final : public GptObserver {
   Status update(AdamW& optimizer, float lr, float gradientScale);
   // Average of a per-rank scalar over the DP ranks (the logged loss).
   Result<double> average(double value);
+  // Bytes this rank has sent and received for data parallelism so far (the collectives
+  // on its gradient and parameter communicators; ccCommGetTraffic), for the log and the
+  // byte-count tests.
+  struct Traffic {
+    uint64_t sent = 0;
+    uint64_t received = 0;
+  };
+  Result<Traffic> traffic() const;
 
   // Every parameter in the model's buffer (stage 3 gathers, blocking) / back to shards.
   Status gatherParameters();
