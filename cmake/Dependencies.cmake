@@ -10,6 +10,22 @@ else()
   message(WARNING "cc: PMIx not found (libpmix-dev): ccCommInitFromEnv will not work under mpirun")
 endif()
 
+# Topology discovery (src/topology): hwloc for sockets, NUMA nodes, cores and caches;
+# libibverbs for RDMA NICs (it finds none where there are none); nlohmann-json for the
+# topology file. All three are required: scripts/install-deps.sh installs them.
+pkg_check_modules(HWLOC IMPORTED_TARGET hwloc>=2.0)
+if(NOT HWLOC_FOUND)
+  message(FATAL_ERROR "cc: hwloc >= 2.0 not found (libhwloc-dev; scripts/install-deps.sh): "
+                      "topology discovery needs it")
+endif()
+pkg_check_modules(IBVERBS IMPORTED_TARGET libibverbs)
+if(NOT IBVERBS_FOUND)
+  message(FATAL_ERROR "cc: libibverbs not found (libibverbs-dev; scripts/install-deps.sh): "
+                      "RDMA NIC discovery needs it, even on hosts without RDMA NICs")
+endif()
+message(STATUS "cc: hwloc ${HWLOC_VERSION} and libibverbs ${IBVERBS_VERSION} for topology discovery")
+find_package(nlohmann_json 3 REQUIRED)  # the topology file (and the model's checkpoints)
+
 if(CC_WITH_CUDA STREQUAL "AUTO")
   include(CheckLanguage)
   check_language(CUDA)

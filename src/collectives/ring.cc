@@ -96,26 +96,46 @@ Status allGatherCore(const Context& ctx, const RingView& ring, std::byte* buffer
   return Status::ok();
 }
 
+namespace {
+
+// The ring the topology planner chose (each host's ranks together, each NUMA node's
+// together: comm/topology_plan.cc), or plain rank order.
+RingView plannedRing(const Context& ctx) {
+  return RingView{ctx.size(), ctx.comm().ringPosition(), ctx.comm().ringMembers()};
+}
+
+// The cores index blocks by ring position; reduce-scatter and all-gather fix block b to
+// rank b, so their blocks are listed in ring order.
+Blocks stridedInRingOrder(size_t blockCount, const RingView& ring) {
+  Blocks blocks = strided(blockCount, ring.size);
+  for (int p = 0; p < ring.size; ++p) {
+    blocks.begin[static_cast<size_t>(p)] = static_cast<size_t>(ring.rankAt(p)) * blockCount;
+  }
+  return blocks;
+}
+
+}  // namespace
+
 Status ringAllReduce(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
-  RingView ring{ctx.size(), ctx.rank(), nullptr};
+  RingView ring = plannedRing(ctx);
   Blocks blocks = evenParts(args.count, ctx.size());
-  std::byte* own = ctx.recvAt(blocks.begin[static_cast<size_t>(ctx.rank())]);
+  std::byte* own = ctx.recvAt(blocks.begin[static_cast<size_t>(ring.index)]);
   CC_TRY(reduceScatterCore(ctx, ring, args.send, args.recv, blocks, own));
   return allGatherCore(ctx, ring, args.recv, blocks);
 }
 
 Status ringReduceScatter(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
-  RingView ring{ctx.size(), ctx.rank(), nullptr};
-  return reduceScatterCore(ctx, ring, args.send, nullptr, strided(args.count, ctx.size()), args.recv);
+  RingView ring = plannedRing(ctx);
+  return reduceScatterCore(ctx, ring, args.send, nullptr, stridedInRingOrder(args.count, ring), args.recv);
 }
 
 Status ringAllGather(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
-  RingView ring{ctx.size(), ctx.rank(), nullptr};
+  RingView ring = plannedRing(ctx);
   ctx.copy(ctx.recvAt(static_cast<size_t>(ctx.rank()) * args.count), args.send, args.count);
-  return allGatherCore(ctx, ring, args.recv, strided(args.count, ctx.size()));
+  return allGatherCore(ctx, ring, args.recv, stridedInRingOrder(args.count, ring));
 }
 
 // Rank order from the root: position v = rank - root. Chunk t travels from v-1 to v

@@ -101,10 +101,13 @@ Result<std::shared_ptr<Communicator>> Communicator::create(const wire::UniqueIdC
   int64_t bootstrapNs = nowNanos();
   CC_TRY(comm->connectPeers(peers, id.secret, std::move(tcpListener), std::move(unixListener)));
   comm->collectSharedRegions();
+  int64_t connectedNs = nowNanos();
+  CC_TRY(comm->gatherTopology().withContext("gathering the job's topology"));
   comm->algorithmOverride_ = comm->config_.algorithm;
   comm->chunkBytesOverride_ = comm->config_.chunkBytes;
-  log::info("communicator of {} ranks ready: bootstrap {:.1f} ms, connections {:.1f} ms", nranks,
-            static_cast<double>(bootstrapNs - startNs) / 1e6, static_cast<double>(nowNanos() - bootstrapNs) / 1e6);
+  log::info("communicator of {} ranks ready: bootstrap {:.1f} ms, connections {:.1f} ms, topology {:.1f} ms", nranks,
+            static_cast<double>(bootstrapNs - startNs) / 1e6, static_cast<double>(connectedNs - bootstrapNs) / 1e6,
+            static_cast<double>(nowNanos() - connectedNs) / 1e6);
   return comm;
 }
 

@@ -16,6 +16,7 @@
 #include "core/socket.h"
 #include "core/trace.h"
 #include "core/wire.h"
+#include "topology/planner.h"
 #include "transport/shm/doorbell.h"
 #include "transport/transport.h"
 
@@ -98,6 +99,12 @@ class Communicator {
     if (sent != 0) counter.bytesSent.fetch_add(sent, std::memory_order_relaxed);
     if (received != 0) counter.bytesReceived.fetch_add(received, std::memory_order_relaxed);
   }
+  // The topology plan (topology/planner.h), made at creation from the job's topology:
+  // the rings and trees the collectives follow. ringPosition() is this rank's place in
+  // the first ring; ringMembers() is null when that ring is plain rank order.
+  const topology::Plan& plan() const { return *plan_; }
+  int ringPosition() const { return ringIsIdentity_ ? rank_ : ringPosition_; }
+  const int* ringMembers() const { return ringIsIdentity_ ? nullptr : plan_->rings.front().ranks.data(); }
   // The last collective decision (collectives/collectives.cc): a call with the same
   // shape, count and overrides skips the cost model.
   struct DecisionCache {
@@ -122,6 +129,7 @@ class Communicator {
   Communicator() = default;
   Status brokenStatusSlow() const;
   void collectSharedRegions();
+  Status gatherTopology();
   Status connectPeers(const std::vector<wire::PeerInfo>& peers, const wire::Secret& secret,
                       FileDescriptor tcpListener, FileDescriptor unixListener);
 
@@ -140,6 +148,9 @@ class Communicator {
   uint64_t directSynced_ = 0;
   int algorithmOverride_ = 0;
   DecisionCache decisionCache_;
+  std::shared_ptr<const topology::Plan> plan_;
+  int ringPosition_ = 0;
+  bool ringIsIdentity_ = true;
   std::array<TrafficCounter, ccNumTrafficKinds> traffic_;
   std::atomic<int> trafficKind_{ccTrafficSendRecv};
   size_t chunkBytesOverride_ = 0;

@@ -5,6 +5,7 @@
 #include <cc/cc.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,55 @@ TEST_P(Hierarchical, AllReduceMatchesTheReferenceOnEveryRank) {
           }
         }
       }
+    }
+    CC_ASSERT_OK(ccCommDestroy(comm));
+  });
+}
+
+// The ring follows the topology plan: each host's ranks together, so the ring crosses
+// between hosts once per host however the ranks are numbered, and the ring collectives
+// (whose blocks then travel in ring order, not rank order) still give every rank its
+// own block.
+TEST_P(Hierarchical, RingFollowsThePlanAndStaysCorrect) {
+  const HostsParam param = GetParam();
+  const int n = static_cast<int>(param.hostOfRank.size());
+  int hosts = 0;
+  for (int host : param.hostOfRank) hosts = std::max(hosts, host + 1);
+  runRanks(n, [&](RankContext& context) {
+    std::string host = "host" + std::to_string(param.hostOfRank[static_cast<size_t>(context.rank)]);
+    setenv("CC_HOSTNAME", host.c_str(), 1);
+    ccComm_t comm = context.initComm();
+    auto impl = comm::communicatorOf(comm);
+    ASSERT_NE(impl, nullptr);
+    const std::vector<int>& ring = impl->plan().rings.front().ranks;
+    ASSERT_EQ(ring.size(), static_cast<size_t>(n));
+    std::vector<int> sorted = ring;
+    std::sort(sorted.begin(), sorted.end());
+    for (int r = 0; r < n; ++r) ASSERT_EQ(sorted[static_cast<size_t>(r)], r) << "the ring misses or repeats a rank";
+    int crossings = 0;
+    for (int p = 0; p < n; ++p) {
+      int from = ring[static_cast<size_t>(p)];
+      int to = ring[static_cast<size_t>((p + 1) % n)];
+      crossings += param.hostOfRank[static_cast<size_t>(from)] != param.hostOfRank[static_cast<size_t>(to)] ? 1 : 0;
+    }
+    EXPECT_EQ(crossings, hosts) << "ring crosses between hosts more often than once per host";
+
+    impl->algorithmOverride() = static_cast<int>(collectives::parseAlgorithm("ring"));
+    const size_t count = 1031;
+    std::vector<float> whole(count * static_cast<size_t>(n));
+    for (size_t i = 0; i < whole.size(); ++i) whole[i] = static_cast<float>(context.rank * 1000 + static_cast<int>(i % 977));
+    std::vector<float> mine(count);
+    CC_ASSERT_OK(ccReduceScatter(whole.data(), mine.data(), count, ccFloat32, ccSum, comm, nullptr));
+    for (size_t i = 0; i < count; ++i) {
+      size_t global = static_cast<size_t>(context.rank) * count + i;
+      float expected = static_cast<float>(1000 * (n * (n - 1) / 2) + n * static_cast<int>(global % 977));
+      ASSERT_EQ(mine[i], expected) << "reduce-scatter element " << i << " on rank " << context.rank;
+    }
+    std::vector<float> gathered(count * static_cast<size_t>(n), -1.0f);
+    CC_ASSERT_OK(ccAllGather(mine.data(), gathered.data(), count, ccFloat32, comm, nullptr));
+    for (size_t i = 0; i < gathered.size(); ++i) {
+      float expected = static_cast<float>(1000 * (n * (n - 1) / 2) + n * static_cast<int>(i % 977));
+      ASSERT_EQ(gathered[i], expected) << "all-gather element " << i << " on rank " << context.rank;
     }
     CC_ASSERT_OK(ccCommDestroy(comm));
   });
