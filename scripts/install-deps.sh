@@ -12,6 +12,8 @@ packages=(
   clang libclang-rt-14-dev                   # libFuzzer
   libopenblas-dev                            # GEMMs of the reference model
   nlohmann-json3-dev                         # safetensors headers of the model checkpoints
+  libhwloc-dev libibverbs-dev                # topology discovery: cores, caches, NUMA, NICs
+  libucx-dev                                 # the UCX transport
 )
 # ./scripts/install-deps.sh --demo adds the peers the demo compares against.
 if [ "${1:-}" = "--demo" ]; then
