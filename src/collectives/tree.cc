@@ -8,7 +8,8 @@
 // (p-1)/2), tree B the same heap over the ranks in reverse, so a rank that forwards in
 // one tree is (nearly always) a leaf in the other and the forwarding work is shared,
 // where a single tree leaves the leaves idle. (The two trees run one after the other,
-// see doubleBinaryTreeAllReduce.)
+// see doubleBinaryTreeAllReduce.) Across hosts both all-reduce trees come from the
+// topology planner instead (plannedTree).
 //
 // Reductions combine a node's own value with its children's in a fixed order (the
 // node's own first, then its children in the order listed), so every run gives the same
@@ -60,6 +61,20 @@ struct TreeJob {
 };
 
 size_t chunksOf(size_t count, size_t chunk) { return (count + chunk - 1) / chunk; }
+
+// Across hosts the all-reduce trees are the topology planner's (topology/planner.h):
+// a chain per host under its leader and a binary tree over the leaders, so each tree
+// crosses between hosts hosts-1 times, where a binomial tree over rank numbers can cross
+// at almost every edge. Within one host the rank-number trees are as good.
+const topology::Tree* plannedTree(const Context& ctx, size_t which) {
+  const topology::Plan& plan = ctx.comm().plan();
+  if (plan.hostCount < 2 || which >= plan.trees.size()) return nullptr;
+  return &plan.trees[which];
+}
+
+TreeLinks linksIn(const topology::Tree& tree, int rank) {
+  return TreeLinks{tree.parent[static_cast<size_t>(rank)], tree.children[static_cast<size_t>(rank)]};
+}
 
 // The reduction of every job (one tree each; callers pass trees that cannot wait on one
 // another), chunk by chunk: at step t each node receives chunk t from its children
@@ -160,7 +175,9 @@ Status treeReduce(const Context& ctx) {
 
 Status treeAllReduce(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
-  std::vector<TreeJob> jobs{{binomialLinks(ctx.rank(), 0, ctx.size()), args.send, args.recv, args.count, 0}};
+  const topology::Tree* planned = plannedTree(ctx, 0);
+  TreeLinks links = planned != nullptr ? linksIn(*planned, ctx.rank()) : binomialLinks(ctx.rank(), 0, ctx.size());
+  std::vector<TreeJob> jobs{{std::move(links), args.send, args.recv, args.count, 0}};
   CC_TRY(reduceJobs(ctx, jobs));
   return broadcastJobs(ctx, jobs);
 }
@@ -174,9 +191,14 @@ Status doubleBinaryTreeAllReduce(const Context& ctx) {
   // blocking executor: a rank waiting for its child in one tree can be the child its
   // parent (in the other tree) waits for. Overlapping them needs per-message
   // completion, which the executor does not offer yet.
-  std::vector<TreeJob> treeA{{heapLinks(r, n, [](int p) { return p; }), args.send, args.recv, half, 0}};
-  std::vector<TreeJob> treeB{{heapLinks(n - 1 - r, n, [n](int p) { return n - 1 - p; }), args.send + ctx.bytes(half),
-                              args.recv + ctx.bytes(half), args.count - half, 3}};
+  const topology::Tree* plannedA = plannedTree(ctx, 0);
+  const topology::Tree* plannedB = plannedTree(ctx, 1);
+  const bool planned = plannedA != nullptr && plannedB != nullptr;
+  TreeLinks linksA = planned ? linksIn(*plannedA, r) : heapLinks(r, n, [](int p) { return p; });
+  TreeLinks linksB = planned ? linksIn(*plannedB, r) : heapLinks(n - 1 - r, n, [n](int p) { return n - 1 - p; });
+  std::vector<TreeJob> treeA{{std::move(linksA), args.send, args.recv, half, 0}};
+  std::vector<TreeJob> treeB{{std::move(linksB), args.send + ctx.bytes(half), args.recv + ctx.bytes(half),
+                              args.count - half, 3}};
   CC_TRY(reduceJobs(ctx, treeA));
   CC_TRY(reduceJobs(ctx, treeB));
   CC_TRY(broadcastJobs(ctx, treeA));

@@ -41,7 +41,7 @@ TEST_P(Hierarchical, AllReduceMatchesTheReferenceOnEveryRank) {
     EXPECT_TRUE(hierOffered);
     const auto me = static_cast<size_t>(context.rank);
     uint64_t seed = 1;
-    for (const char* algorithm : {"hier", "ring", "tree", "hd"}) {
+    for (const char* algorithm : {"hier", "ring", "tree", "dbt", "hd"}) {
       impl->algorithmOverride() = static_cast<int>(collectives::parseAlgorithm(algorithm));
       for (ccDataType_t type : {ccFloat32, ccInt64, ccBfloat16, ccUint8}) {
         for (ccRedOp_t op : {ccSum, ccMax, ccAvg}) {
