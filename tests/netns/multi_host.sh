@@ -117,6 +117,9 @@ if [ "$mode" = "test" ]; then
   grep -q "transport to rank 2: $transport" "$out/transports.0" || { fail "rank 0 did not reach rank 2 over $transport"; grep transport "$out/transports.0"; }
   grep -q "transport to rank 1: shm" "$out/transports.0" || { fail "ranks 0 and 1 (one host) did not use shm"; grep transport "$out/transports.0"; }
   grep -h "transport to rank" "$out/transports.0"
+  # The plan rank 0 logs: ranks 0,1 on one host, 2 on the other, each host once in the ring.
+  grep -q "ring 0 (NIC slot 0): \[h0: 0 1\] \[h1: 2\]" "$out/transports.0" ||
+    { fail "the planned ring is not [h0: 0 1] [h1: 2]"; grep -A8 "topology of" "$out/transports.0"; }
 fi
 
 if [ "$mode" = "kill" ]; then
@@ -144,24 +147,44 @@ if [ "$mode" = "kill" ]; then
 fi
 
 if [ "$mode" = "bench" ]; then
-  port=$((20000 + RANDOM % 20000))
-  bytes=$((2 << 30))
-  echo "--- a plain TCP stream between two namespace hosts (the ceiling)"
-  ip netns exec "${hosts[1]}" "$bin/tcp-stream" server $port $bytes > "$out/stream" &
-  server=$!
-  sleep 0.3
-  ip netns exec "${hosts[0]}" "$bin/tcp-stream" client "$(address 1)" $port $bytes
-  wait $server
-  cat "$out/stream"
+  # Per round, interleaved: a plain TCP stream one way, then both ways at once (what an
+  # all-reduce between two hosts does: each sends and receives the whole vector), then
+  # cc's all-reduce at 64 MiB. busbw of a 2-rank all-reduce is bytes / time per rank,
+  # so it compares directly with a stream's rate in each direction.
+  bytes=$((1 << 30))
+  stream() {  # stream FROM TO PORT -> prints GB/s of the server at TO
+    ip netns exec "${hosts[$2]}" "$bin/tcp-stream" server "$3" $bytes > "$out/stream.$2.$3" &
+    local server=$!
+    sleep 0.2
+    ip netns exec "${hosts[$1]}" "$bin/tcp-stream" client "$(address "$2")" "$3" $bytes
+    wait $server
+    awk '{ print $(NF - 1) }' "$out/stream.$2.$3"
+  }
+  busbw() { grep -E '^ +67108864' "$1" | awk '{ print $8 }'; }
   for round in 1 2 3; do
+    port=$((20000 + RANDOM % 20000))
+    one_way=$(stream 0 1 $port)
+    stream 0 1 $((port + 1)) > "$out/both.a" &
+    pid=$!
+    stream 1 0 $((port + 2)) > "$out/both.b"
+    wait $pid
+    two_way=$(cat "$out/both.a" "$out/both.b" | sort -g | head -1)
     run_job bench1 1,1 "$bin/cc-bench" allreduce -b 64M -e 64M -n 10 -w 2 -c 0 || fail "bench 1,1"
-    echo "round $round: 2 hosts x 1 rank, $transport, 64 MiB all-reduce: $(grep -E '^ +67108864' "$out/bench1.0")"
+    flat=$(busbw "$out/bench1.0")
+    line="round $round: tcp stream one way $one_way GB/s, both ways $two_way GB/s each;"
+    line+=" 2 hosts x 1 rank ($transport) all-reduce 64 MiB busbw $flat GB/s"
+    line+=" = $(awk -v a="$flat" -v b="$one_way" 'BEGIN { printf "%.0f", 100 * a / b }')% of one way,"
+    line+=" $(awk -v a="$flat" -v b="$two_way" 'BEGIN { printf "%.0f", 100 * a / b }')% of both ways"
+    echo "$line"
     for algo in hier ring; do
       job_env=(CC_TIMEOUT_MS=20000 CC_ALGO=$algo)
-      run_job bench2 2,2 "$bin/cc-bench" allreduce -b 64M -e 64M -n 10 -w 2 -c 0 || fail "bench 2,2 $algo"
-      echo "round $round: 2 hosts x 2 ranks, CC_ALGO=$algo, 64 MiB all-reduce: $(grep -E '^ +67108864' "$out/bench2.0")"
+      run_job "bench2-$algo" 2,2 "$bin/cc-bench" allreduce -b 64M -e 64M -n 10 -w 2 -c 0 || fail "bench 2,2 $algo"
     done
     job_env=(CC_TIMEOUT_MS=20000)
+    hier=$(busbw "$out/bench2-hier.0")
+    ring=$(busbw "$out/bench2-ring.0")
+    echo "round $round: 2 hosts x 2 ranks, 64 MiB all-reduce busbw: hier $hier GB/s, ring $ring GB/s" \
+         "(hier/ring $(awk -v a="$hier" -v b="$ring" 'BEGIN { printf "%.2f", a / b }'))"
   done
 fi
 exit $status
