@@ -26,6 +26,14 @@ endif()
 message(STATUS "cc: hwloc ${HWLOC_VERSION} and libibverbs ${IBVERBS_VERSION} for topology discovery")
 find_package(nlohmann_json 3 REQUIRED)  # the topology file (and the model's checkpoints)
 
+# The ucx transport (src/transport/ucx): UCP over whatever UCX finds (RDMA, tcp, shared
+# memory). Required: scripts/install-deps.sh installs libucx-dev.
+pkg_check_modules(UCX IMPORTED_TARGET ucx)
+if(NOT UCX_FOUND)
+  message(FATAL_ERROR "cc: UCX not found (libucx-dev; scripts/install-deps.sh): the ucx transport needs it")
+endif()
+message(STATUS "cc: UCX ${UCX_VERSION} for the ucx transport")
+
 if(CC_WITH_CUDA STREQUAL "AUTO")
   include(CheckLanguage)
   check_language(CUDA)

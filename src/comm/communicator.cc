@@ -10,6 +10,7 @@
 #include "core/bootstrap.h"
 #include "core/log.h"
 #include "transport/shm/channel.h"
+#include "transport/ucx/worker.h"
 
 namespace cc::comm {
 namespace {
@@ -111,7 +112,10 @@ Result<std::shared_ptr<Communicator>> Communicator::create(const wire::UniqueIdC
   return comm;
 }
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator() {
+  // After an abort or a failure, ucx endpoints are torn down rather than flushed.
+  if (ucx_ && (aborted() || broken_.load())) ucx_->setForceClose();
+}
 
 void Communicator::abort() {
   aborted_.store(true);

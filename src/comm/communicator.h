@@ -20,6 +20,10 @@
 #include "transport/shm/doorbell.h"
 #include "transport/transport.h"
 
+namespace cc::transport::ucx {
+class UcxWorker;
+}
+
 namespace cc::comm {
 
 // The first page of a rank's shared region holds the direct collectives' flags.
@@ -137,6 +141,9 @@ class Communicator {
   int rank_ = -1;
   int nranks_ = 0;
   int lane_ = 0;  // trace lane: distinguishes communicators within one rank's file
+  // The UCP worker of this communicator's ucx channels (null without any); declared
+  // before channels_ so that it outlives them.
+  std::shared_ptr<transport::ucx::UcxWorker> ucx_;
   std::vector<std::unique_ptr<transport::Channel>> channels_;
   std::unique_ptr<transport::shm::Doorbell> doorbell_;
   std::vector<std::byte*> regions_;

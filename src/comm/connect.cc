@@ -3,7 +3,8 @@
 // Each rank connects to every lower rank and accepts from every higher one; every
 // connection first passes the challenge-response of auth.h. Ranks on one host (same
 // host hash) meet on abstract Unix sockets and share memory (memfds passed with
-// SCM_RIGHTS); others open CC_NSOCKS_PERTHREAD TCP sockets. The listeners close when all
+// SCM_RIGHTS); others open CC_NSOCKS_PERTHREAD TCP sockets, or, for ucx, one TCP control
+// socket over which the UCP worker addresses are exchanged. The listeners close when all
 // expected peers have connected, so nothing stays open to strangers.
 #include <poll.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -23,6 +25,7 @@
 #include "core/log.h"
 #include "transport/shm/channel.h"
 #include "transport/tcp/channel.h"
+#include "transport/ucx/setup.h"
 
 namespace cc::comm {
 namespace {
@@ -37,15 +40,26 @@ using transport::tcp::TcpChannel;
 constexpr int64_t kStrangerAuthMs = 2000;
 
 // The authenticated context of a peer connection: who connects, how many sockets it
-// opens to us and which one this is.
-uint64_t packContext(int rank, int sockets, int index) {
-  return (static_cast<uint64_t>(rank) << 16) | (static_cast<uint64_t>(sockets) << 8) | static_cast<uint64_t>(index);
+// opens to us and which one this is, and whether it is a ucx control socket (the
+// connecting side chooses between tcp and ucx; see connectPeers).
+constexpr uint64_t kUcxControlFlag = uint64_t{1} << 15;
+uint64_t packContext(int rank, int sockets, int index, bool ucx = false) {
+  return (static_cast<uint64_t>(rank) << 16) | (ucx ? kUcxControlFlag : 0) |
+         (static_cast<uint64_t>(sockets) << 8) | static_cast<uint64_t>(index);
 }
-void unpackContext(uint64_t context, int& rank, int& sockets, int& index) {
+void unpackContext(uint64_t context, int& rank, int& sockets, int& index, bool& ucx) {
   rank = static_cast<int>(context >> 16);
-  sockets = static_cast<int>((context >> 8) & 0xff);
+  ucx = (context & kUcxControlFlag) != 0;
+  sockets = static_cast<int>((context >> 8) & 0x7f);
   index = static_cast<int>(context & 0xff);
 }
+
+// Whether UCX on this host can use an RDMA transport (CC_TRANSPORT=auto), asked once
+// per process: the answer does not change, and a UCP context costs milliseconds.
+// Empty: no; else the transports UCX listed.
+std::mutex gRdmaMutex;
+bool gRdmaKnown = false;
+std::string gRdmaResources;
 
 pid_t peerPid(int fd) {
   ucred credentials{};
@@ -225,10 +239,99 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
       return invalidArgument("CC_TRANSPORT=shm, but rank " + std::to_string(peer) + " is on another host (" +
                              peers[static_cast<size_t>(peer)].hostName + ")");
     }
-    useShm[static_cast<size_t>(peer)] = sameHost && config.transport != TransportChoice::kTcp;
+    useShm[static_cast<size_t>(peer)] = sameHost && config.transport != TransportChoice::kTcp &&
+                                        config.transport != TransportChoice::kUcx;
   }
 
+  // The UCX worker, made when the first ucx peer needs it (both sides of a ucx channel
+  // must have one; the acceptor follows the connector's choice).
+  // CC_TRANSPORT=auto across hosts: ucx where UCX reports an RDMA transport, else tcp.
+  std::string autoReason;
+  auto rdmaAvailable = [&]() -> Result<bool> {
+    std::lock_guard lock(gRdmaMutex);
+    if (!gRdmaKnown) {
+      CC_ASSIGN_OR_RETURN(std::vector<std::string> found, transport::ucx::UcxWorker::probeRdma());
+      for (const std::string& resource : found) {
+        gRdmaResources += (gRdmaResources.empty() ? "" : ", ") + resource;
+      }
+      gRdmaKnown = true;
+    }
+    autoReason = gRdmaResources.empty() ? "auto: UCX found no RDMA transport"
+                                        : "auto: UCX found RDMA transports " + gRdmaResources;
+    return !gRdmaResources.empty();
+  };
+  bool anyRemote = false;
+  for (int peer = 0; peer < nranks_; ++peer) {
+    anyRemote = anyRemote || (peer != rank_ && !useShm[static_cast<size_t>(peer)]);
+  }
+  // Across hosts under auto: CC_NET when set, else ucx where UCX finds RDMA.
+  const bool netForced = config.transport == TransportChoice::kAuto && config.net != NetChoice::kAuto;
+  bool rdmaFound = false;
+  if (anyRemote && config.transport != TransportChoice::kTcp && !netForced) {
+    CC_ASSIGN_OR_RETURN(rdmaFound, rdmaAvailable());
+  }
+  if (netForced) autoReason = config.net == NetChoice::kUcx ? "CC_NET=ucx" : "CC_NET=tcp";
+  const bool remoteUcx = netForced ? config.net == NetChoice::kUcx : rdmaFound;
+  transport::ucx::WorkerOptions ucxOptions;
+  ucxOptions.registrationCache = rdmaFound;
+  if (config.transport == TransportChoice::kUcx || (netForced && config.net == NetChoice::kUcx)) {
+    // Forced ucx runs over UCX's tcp (and shared memory) transports: keep its sockets on
+    // the interface cc's own sockets use (CC_SOCKET_IFNAME), where the peers' addresses
+    // are reachable; other interfaces (docker bridges, another namespace's loopback) may
+    // look reachable to UCX and are not. UCX_NET_DEVICES, when set, wins.
+    ucxOptions.netDevices =
+        transport::ucx::interfaceNameOf(peers[static_cast<size_t>(rank_)].tcpAddress);
+  }
+  auto ensureUcxWorker = [&]() -> Status {
+    if (ucx_) return Status::ok();
+    CC_ASSIGN_OR_RETURN(ucx_, transport::ucx::UcxWorker::create(ucxOptions));
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.fd = ucx_->eventFd();
+    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, ucx_->eventFd(), &event) != 0) {
+      return systemError("epoll_ctl", errno);
+    }
+    return Status::ok();
+  };
+  std::vector<bool> useUcx(static_cast<size_t>(nranks_), false);
+  for (int peer = 0; peer < rank_; ++peer) {
+    if (useShm[static_cast<size_t>(peer)]) continue;
+    if (config.transport == TransportChoice::kUcx) {
+      useUcx[static_cast<size_t>(peer)] = true;
+    } else if (config.transport == TransportChoice::kAuto) {
+      useUcx[static_cast<size_t>(peer)] = remoteUcx;
+    }
+  }
+  auto addUcxChannel = [&](int peer, FileDescriptor control, bool isConnector) -> Status {
+    CC_TRY(ensureUcxWorker());
+    CC_ASSIGN_OR_RETURN(
+        auto channel,
+        transport::ucx::setupChannel(peer, rank_, ucx_, std::move(control), isConnector, deadline));
+    epoll_event event{};
+    event.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+    event.data.fd = channel->controlFd();
+    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, channel->controlFd(), &event) != 0) {
+      return systemError("epoll_ctl", errno);
+    }
+    std::string why = config.transport == TransportChoice::kUcx ? std::string("CC_TRANSPORT=ucx")
+                      : isConnector || netForced
+                          ? autoReason
+                          : "auto: the choice of rank " + std::to_string(peer) + ", which connects";
+    log::info("transport to rank {}: ucx ({}; control socket {} on {}; UCX_NET_DEVICES {})", peer,
+              why, peers[static_cast<size_t>(peer)].tcpAddress.toString(),
+              peers[static_cast<size_t>(peer)].hostName,
+              std::getenv("UCX_NET_DEVICES") != nullptr ? std::getenv("UCX_NET_DEVICES")
+              : ucxOptions.netDevices.empty()           ? "all"
+                                                        : ucxOptions.netDevices);
+    channels_[static_cast<size_t>(peer)] = std::move(channel);
+    return Status::ok();
+  };
+
   auto addTcpChannel = [&](int peer, std::vector<FileDescriptor> sockets) -> Status {
+    std::string why =
+        config.transport == TransportChoice::kTcp ? "; CC_TRANSPORT=tcp"
+        : peer < rank_ || netForced               ? "; " + autoReason
+                       : "; auto: the choice of rank " + std::to_string(peer) + ", which connects";
     for (auto& socket : sockets) {
       CC_TRY(setNonBlocking(socket.get(), true));
       epoll_event event{};
@@ -236,9 +339,9 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
       event.data.fd = socket.get();
       if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, socket.get(), &event) != 0) return systemError("epoll_ctl", errno);
     }
-    log::info("transport to rank {}: tcp ({} on {}, {} sockets)", peer,
+    log::info("transport to rank {}: tcp ({} on {}, {} sockets{})", peer,
               peers[static_cast<size_t>(peer)].tcpAddress.toString(), peers[static_cast<size_t>(peer)].hostName,
-              sockets.size());
+              sockets.size(), why);
     channels_[static_cast<size_t>(peer)] =
         std::make_unique<TcpChannel>(peer, std::move(sockets), config.tcpStripeThreshold);
     return Status::ok();
@@ -257,6 +360,14 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
       auto channel = shmConnect(peer, std::move(control).value(), config, *doorbell_, probe, deadline);
       if (!channel.isOk()) return channel.status().withContext(who);
       channels_[static_cast<size_t>(peer)] = std::move(channel).value();
+    } else if (useUcx[static_cast<size_t>(peer)]) {
+      auto control = connectTcp(info.tcpAddress, deadline, /*retryRefused=*/false);
+      if (!control.isOk()) return control.status().withContext(who);
+      CC_TRY(auth::clientHandshake(control->get(), secret, wire::Purpose::kPeerTcp,
+                                   packContext(rank_, 1, 0, /*ucx=*/true), deadline)
+                 .withContext(who));
+      CC_TRY(
+          addUcxChannel(peer, std::move(control).value(), /*isConnector=*/true).withContext(who));
     } else {
       std::vector<FileDescriptor> sockets;
       int count = config.tcpSocketsPerPeer;
@@ -316,14 +427,28 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
       int peer = 0;
       int sockets = 0;
       int index = 0;
-      unpackContext(done.context, peer, sockets, index);
+      bool ucx = false;
+      unpackContext(done.context, peer, sockets, index, ucx);
       bool isUnix = done.isUnix;
-      bool valid = peer > rank_ && peer < nranks_ && !channels_[static_cast<size_t>(peer)] &&
-                   useShm[static_cast<size_t>(peer)] == isUnix &&
-                   (isUnix ? (sockets == 1 && index == 0) : (sockets >= 1 && index < sockets));
+      // The connector chose ucx or tcp; under a forced CC_TRANSPORT it must be that one.
+      bool ucxAllowed =
+          config.transport == TransportChoice::kUcx || config.transport == TransportChoice::kAuto;
+      bool tcpAllowed = config.transport != TransportChoice::kUcx;
+      bool valid =
+          peer > rank_ && peer < nranks_ && !channels_[static_cast<size_t>(peer)] &&
+          useShm[static_cast<size_t>(peer)] == isUnix && (!ucx || (!isUnix && ucxAllowed)) &&
+          (ucx || isUnix || tcpAllowed) && !(ucx && pendingTcp.count(peer) != 0) &&
+          (isUnix || ucx ? (sockets == 1 && index == 0) : (sockets >= 1 && index < sockets));
       if (!valid) {
-        log::warn("dropped an authenticated but unexpected connection (rank {}, socket {}/{}, {})", peer, index,
-                  sockets, isUnix ? "unix" : "tcp");
+        const char* kind = isUnix ? "unix" : ucx ? "ucx control" : "tcp";
+        log::warn("dropped an authenticated but unexpected connection (rank {}, socket {}/{}, {})",
+                  peer, index, sockets, kind);
+        continue;
+      }
+      if (ucx) {
+        CC_TRY(addUcxChannel(peer, std::move(done.fd), /*isConnector=*/false)
+                   .withContext("accepting rank " + std::to_string(peer)));
+        --missing;
         continue;
       }
       if (isUnix) {
@@ -347,6 +472,14 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
         --missing;
       }
     }
+  }
+  if (ucx_) {
+    std::vector<transport::ucx::UcxChannel*> ucxChannels;
+    for (auto& channel : channels_) {
+      auto* ucx = dynamic_cast<transport::ucx::UcxChannel*>(channel.get());
+      if (ucx != nullptr) ucxChannels.push_back(ucx);
+    }
+    CC_TRY(transport::ucx::waitUntilConnected(*ucx_, ucxChannels, deadline));
   }
   return Status::ok();
 }

@@ -79,10 +79,23 @@ Result<Config> Config::fromEnvironment() {
       config.transport = TransportChoice::kShm;
     } else if (strcasecmp(text, "tcp") == 0 || strcasecmp(text, "socket") == 0) {
       config.transport = TransportChoice::kTcp;
+    } else if (strcasecmp(text, "ucx") == 0) {
+      config.transport = TransportChoice::kUcx;
     } else if (strcasecmp(text, "auto") == 0) {
       config.transport = TransportChoice::kAuto;
     } else {
-      return invalidArgument(std::string("CC_TRANSPORT=") + text + " is not one of auto, shm, tcp");
+      return invalidArgument(std::string("CC_TRANSPORT=") + text + " is not one of auto, shm, tcp, ucx");
+    }
+  }
+  if (const char* text = std::getenv("CC_NET"); text != nullptr && *text != '\0') {
+    if (strcasecmp(text, "tcp") == 0 || strcasecmp(text, "socket") == 0) {
+      config.net = NetChoice::kTcp;
+    } else if (strcasecmp(text, "ucx") == 0) {
+      config.net = NetChoice::kUcx;
+    } else if (strcasecmp(text, "auto") == 0) {
+      config.net = NetChoice::kAuto;
+    } else {
+      return invalidArgument(std::string("CC_NET=") + text + " is not one of auto, tcp, ucx");
     }
   }
   if (const char* text = std::getenv("CC_SOCKET_IFNAME")) config.socketIfname = text;

@@ -10,7 +10,12 @@
 
 namespace cc {
 
-enum class TransportChoice { kAuto, kShm, kTcp };
+// CC_TRANSPORT. auto: shm within a host; across hosts ucx where UCX finds an RDMA
+// transport, else tcp. shm, tcp and ucx force one transport for every peer.
+enum class TransportChoice { kAuto, kShm, kTcp, kUcx };
+// CC_NET (as NCCL_NET): the transport between hosts when CC_TRANSPORT is auto.
+// auto: ucx where UCX finds an RDMA transport, else tcp.
+enum class NetChoice { kAuto, kTcp, kUcx };
 
 // CC_ALGO's values, in the order of collectives::Algorithm.
 inline constexpr const char* kAlgorithmNames[] = {"auto", "ring", "tree", "direct", "hd", "pairwise", "bruck", "hier", "dbt"};
@@ -21,6 +26,7 @@ struct Config {
   // How long a waiting rank spins before it sleeps; 0 sleeps at once.
   int64_t spinMicros = 20;
   TransportChoice transport = TransportChoice::kAuto;
+  NetChoice net = NetChoice::kAuto;
   std::string socketIfname;   // CC_SOCKET_IFNAME: interface (or prefix) for sockets
   int socketFamily = 0;       // CC_SOCKET_FAMILY: AF_INET, AF_INET6 or 0 for either
   int tcpSocketsPerPeer = 2;  // CC_NSOCKS_PERTHREAD

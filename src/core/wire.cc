@@ -294,7 +294,7 @@ Result<FrameHeader> parseFrameHeader(std::span<const std::byte> bytes, uint32_t 
   uint32_t type = 0;
   CC_TRY(reader.u32(header.length));
   CC_TRY(reader.u32(type));
-  if (type < 1 || type > 4) return remoteError("malformed frame: unknown type " + std::to_string(type));
+  if (type < 1 || type > 5) return remoteError("malformed frame: unknown type " + std::to_string(type));
   if (header.length > maxLength || header.length > kMaxFrameBytes) {
     return remoteError("frame of " + std::to_string(header.length) + " bytes exceeds the limit of " +
                        std::to_string(std::min(maxLength, kMaxFrameBytes)));

@@ -37,7 +37,16 @@ using Mac = std::array<std::byte, kMacBytes>;
 // captured for one purpose cannot be replayed for another.
 enum class Purpose : uint32_t { kRootRegister = 1, kPeerTcp = 2, kPeerShm = 3 };
 
-enum class FrameType : uint32_t { kRegister = 1, kPeerTable = 2, kShmSetup = 3, kShmSetupReply = 4 };
+enum class FrameType : uint32_t {
+  kRegister = 1,
+  kPeerTable = 2,
+  kShmSetup = 3,
+  kShmSetupReply = 4,
+  kUcxAddress = 5,  // a UCP worker address (opaque bytes), on a ucx channel's control socket
+};
+// UCP worker addresses are a few hundred bytes over tcp and shared memory, a few KiB
+// with many RDMA devices.
+inline constexpr uint32_t kMaxUcxAddressBytes = 64u << 10;
 
 struct Challenge {
   Nonce serverNonce{};

@@ -123,9 +123,11 @@ if [ "$mode" = "test" ]; then
 fi
 
 if [ "$mode" = "kill" ]; then
-  # 3 hosts (1, 2 and 1 ranks); the middle host dies 1.5 s into a long all-reduce loop.
+  # 3 hosts (1, 2 and 1 ranks); the middle host dies 1.5 s into an all-reduce loop.
   job_env+=(CC_TIMEOUT_MS=30000)
-  run_job kill 1,2,1 "$bin/cc-bench" allreduce -b 64M -e 64M -n 100000 -w 0 -c 0 2> /dev/null &
+  # Small all-reduces, a million of them (cc-bench caps iterations by bytes, not by count
+  # at this size): the job runs far past the kill.
+  run_job kill 1,2,1 "$bin/cc-bench" allreduce -b 4K -e 4K -n 1000000 -w 0 -c 0 2> /dev/null &
   job=$!
   sleep 1.5
   killed_at=$(date +%s.%N)
@@ -142,7 +144,7 @@ if [ "$mode" = "kill" ]; then
     fail "the surviving ranks took ${elapsed}s to exit after the kill"
   else
     echo "ok: host 1 killed; ranks 0 and 3 exited non-zero ${elapsed}s later:"
-    grep -h -m1 -iE "error|rank [12]" "$out/kill.0" "$out/kill.3"
+    grep -h -m1 -E "WARN|ERROR" "$out/kill.0" "$out/kill.3"
   fi
 fi
 

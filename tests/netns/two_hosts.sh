@@ -2,7 +2,8 @@
 # Two "hosts" on one machine: network namespaces joined by a veth pair, with the
 # namespaces' own addresses only (198.18.0.0/15 is reserved for benchmarking). One rank
 # runs in each; cc must pick tcp between them (different network namespace => different
-# host), move data correctly, and notice a killed peer within 2 s.
+# host), move data correctly, and notice a killed peer within 2 s; then the same with
+# CC_TRANSPORT=ucx (UCX over its tcp transport on the veth pair).
 #
 #   tests/netns/two_hosts.sh BIN_DIR [--bench]
 # Exit 77 (ctest: skipped) where namespaces cannot be made (not root, no CAP_NET_ADMIN).
@@ -49,40 +50,58 @@ if [ "$mode" = "--bench" ]; then
   in_ns "$ns_a" "$bin/tcp-stream" client $addr_b $((port + 7)) $bytes
   wait $server
   cat /tmp/cc-netns-stream.txt
-  in_ns "$ns_b" RANK=1 "$bin/cc-bench" p2p -b 1M -e 256M -f 4 -n 10 -w 2 > /dev/null &
-  in_ns "$ns_a" RANK=0 "$bin/cc-bench" p2p -b 1M -e 256M -f 4 -n 10 -w 2
-  wait
+  for transport in tcp ucx; do
+    echo "--- cc-bench p2p, CC_TRANSPORT=$transport"
+    in_ns "$ns_b" CC_TRANSPORT=$transport UCX_TLS=tcp RANK=1 "$bin/cc-bench" p2p -b 1M -e 256M -f 4 -n 10 -w 2 > /dev/null &
+    in_ns "$ns_a" CC_TRANSPORT=$transport UCX_TLS=tcp RANK=0 "$bin/cc-bench" p2p -b 1M -e 256M -f 4 -n 10 -w 2
+    wait
+    port=$((port + 1))
+    common=(MASTER_ADDR=$addr_a MASTER_PORT=$port WORLD_SIZE=2 CC_BOOTSTRAP_SECRET=netns-test-$$ CC_SOCKET_IFNAME=veth)
+  done
   exit 0
 fi
 
 status=0
-echo "--- p2p across two namespace hosts (expect tcp, data verified)"
-in_ns "$ns_b" RANK=1 CC_DEBUG=INFO "$bin/cc-bench" p2p -b 8 -e 16M -f 16 -n 5 -w 1 > /tmp/cc-netns-b.txt 2>&1 &
-rank1=$!
-if ! in_ns "$ns_a" RANK=0 CC_DEBUG=INFO "$bin/cc-bench" p2p -b 8 -e 16M -f 16 -n 5 -w 1 > /tmp/cc-netns-a.txt 2>&1; then
-  echo "FAIL: rank 0 failed"; cat /tmp/cc-netns-a.txt; status=1
-fi
-wait $rank1 || { echo "FAIL: rank 1 failed"; cat /tmp/cc-netns-b.txt; status=1; }
-grep -q "transport to rank 1: tcp" /tmp/cc-netns-a.txt || { echo "FAIL: rank 0 did not choose tcp"; cat /tmp/cc-netns-a.txt; status=1; }
-grep -E "^ +[0-9]+ " /tmp/cc-netns-a.txt | awk '$NF != 0 { bad = 1 } END { exit bad }' || { echo "FAIL: wrong bytes"; status=1; }
-grep -E "^ +[0-9]+ |transport" /tmp/cc-netns-a.txt
+# The checks, once per transport: tcp (what auto picks here: no RDMA), then ucx forced.
+# For ucx, UCX_TLS=tcp keeps UCX on the veth pair (the two namespaces share /dev/shm, so
+# UCX could otherwise pick shared memory); cc itself restricts UCX to the interface of
+# CC_SOCKET_IFNAME (UCX_NET_DEVICES), so UCX does not try another namespace's loopback.
+run_checks() {
+  local transport=$1; shift
+  local env_t=("$@")
+  echo "--- [$transport] p2p across two namespace hosts (expect $transport, data verified)"
+  in_ns "$ns_b" "${env_t[@]}" RANK=1 CC_DEBUG=INFO "$bin/cc-bench" p2p -b 8 -e 16M -f 16 -n 5 -w 1 > /tmp/cc-netns-b.txt 2>&1 &
+  local rank1=$!
+  if ! in_ns "$ns_a" "${env_t[@]}" RANK=0 CC_DEBUG=INFO "$bin/cc-bench" p2p -b 8 -e 16M -f 16 -n 5 -w 1 > /tmp/cc-netns-a.txt 2>&1; then
+    echo "FAIL: [$transport] rank 0 failed"; cat /tmp/cc-netns-a.txt; status=1
+  fi
+  wait $rank1 || { echo "FAIL: [$transport] rank 1 failed"; cat /tmp/cc-netns-b.txt; status=1; }
+  grep -q "transport to rank 1: $transport" /tmp/cc-netns-a.txt || { echo "FAIL: rank 0 did not choose $transport"; cat /tmp/cc-netns-a.txt; status=1; }
+  grep -E "^ +[0-9]+ " /tmp/cc-netns-a.txt | awk '$NF != 0 { bad = 1 } END { exit bad }' || { echo "FAIL: [$transport] wrong bytes"; status=1; }
+  grep -E "^ +[0-9]+ |transport" /tmp/cc-netns-a.txt
 
-echo "--- a host killed mid-run: the other fails within 2 s"
-in_ns "$ns_b" RANK=1 "$bin/cc-bench" p2p -b 256M -e 256M -n 1000 -w 0 > /dev/null 2>&1 &
-victim=$!
-start=$(date +%s.%N)
-( sleep 1.5; ip netns pids "$ns_b" | xargs -r kill -9 ) &
-in_ns "$ns_a" RANK=0 "$bin/cc-bench" p2p -b 256M -e 256M -n 1000 -w 0 > /tmp/cc-netns-kill.txt 2>&1
-rc=$?
-end=$(date +%s.%N)
-wait $victim 2>/dev/null
-elapsed=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.2f", b - a }')
-if [ $rc -eq 0 ]; then
-  echo "FAIL: rank 0 succeeded although its peer was killed"; status=1
-elif awk -v e="$elapsed" 'BEGIN { exit !(e > 3.5) }'; then
-  echo "FAIL: rank 0 took ${elapsed}s (kill at 1.5 s) to notice"; status=1
-else
-  echo "ok: rank 0 failed ${elapsed}s after start (peer killed at 1.5 s):"
-  grep -m2 -E "rank 1|gone|closed|reset" /tmp/cc-netns-kill.txt
-fi
+  echo "--- [$transport] a host killed mid-run: the other fails within 2 s"
+  in_ns "$ns_b" "${env_t[@]}" RANK=1 "$bin/cc-bench" p2p -b 256M -e 256M -n 1000 -w 0 > /dev/null 2>&1 &
+  local victim=$!
+  local start end rc elapsed
+  start=$(date +%s.%N)
+  ( sleep 1.5; ip netns pids "$ns_b" | xargs -r kill -9 ) &
+  in_ns "$ns_a" "${env_t[@]}" RANK=0 "$bin/cc-bench" p2p -b 256M -e 256M -n 1000 -w 0 > /tmp/cc-netns-kill.txt 2>&1
+  rc=$?
+  end=$(date +%s.%N)
+  wait $victim 2>/dev/null
+  elapsed=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.2f", b - a }')
+  if [ $rc -eq 0 ]; then
+    echo "FAIL: [$transport] rank 0 succeeded although its peer was killed"; status=1
+  elif awk -v e="$elapsed" 'BEGIN { exit !(e > 3.5) }'; then
+    echo "FAIL: [$transport] rank 0 took ${elapsed}s (kill at 1.5 s) to notice"; status=1
+  else
+    echo "ok: [$transport] rank 0 failed ${elapsed}s after start (peer killed at 1.5 s):"
+    grep -m2 -E "rank 1|gone|closed|reset" /tmp/cc-netns-kill.txt
+  fi
+}
+run_checks tcp CC_TRANSPORT=auto
+port=$((port + 1))
+common=(MASTER_ADDR=$addr_a MASTER_PORT=$port WORLD_SIZE=2 CC_BOOTSTRAP_SECRET=netns-test-$$ CC_SOCKET_IFNAME=veth)
+run_checks ucx CC_TRANSPORT=ucx UCX_TLS=tcp
 exit $status

@@ -30,8 +30,9 @@ struct MultiRankOptions {
   std::set<int> expectKilled;               // ranks that end by SIGKILL on purpose
 };
 
-// Options for a named transport: "shm", "tcp", or "shm_cma" (shm with the
-// process_vm_readv single copy for every message of 4 KiB or more).
+// Options for a named transport: "shm", "tcp", "ucx" (UCP over UCX's tcp and shared
+// memory transports), or "shm_cma" (shm with the process_vm_readv single copy for
+// every message of 4 KiB or more).
 MultiRankOptions transportOptions(const std::string& transport);
 
 // Runs `body` in `nranks` forked processes and reports their outcome as test failures.

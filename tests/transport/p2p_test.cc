@@ -1,10 +1,12 @@
-// Point-to-point over each transport (shm and tcp), across forked ranks: message sizes
+// Point-to-point over each transport (shm, tcp and ucx), across forked ranks: message sizes
 // from 0 bytes to 256 MiB, every pair, a ring exchange in one group, and many
 // operations queued on a stream. Every byte received is checked.
 #include <cc/cc.h>
 
+#include <chrono>
 #include <cstdint>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "support/multi_rank.h"
@@ -202,6 +204,32 @@ TEST_P(PointToPoint, ManyOutstandingOperationsOnAStream) {
   }, options());
 }
 
+// Messages a rank sent before it destroyed its communicator still arrive, even when the
+// receiver posts its receives only later (what the transport buffered is not dropped).
+TEST_P(PointToPoint, SendsBeforeDestroyArriveAfterIt) {
+  runRanks(2, [](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    ASSERT_NE(comm, nullptr);
+    const int kMessages = 48;
+    const size_t bytes = 48 * 1024 + 5;
+    if (context.rank == 0) {
+      for (int m = 0; m < kMessages; ++m) {
+        auto message = makeMessage(0, 1, m, bytes);
+        CC_ASSERT_OK(ccSend(message.data(), bytes, ccUint8, 1, comm, nullptr));
+      }
+      CC_ASSERT_OK(ccCommDestroy(comm));
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::vector<uint8_t> got(bytes);
+    for (int m = 0; m < kMessages; ++m) {
+      CC_ASSERT_OK(ccRecv(got.data(), bytes, ccUint8, 0, comm, nullptr));
+      ASSERT_EQ(firstMismatch(got, 0, 1, m), -1) << "message " << m;
+    }
+    CC_ASSERT_OK(ccCommDestroy(comm));
+  }, options());
+}
+
 // A receive whose size differs from the send is reported, not silently truncated.
 TEST_P(PointToPoint, SizeMismatchIsAnError) {
   runRanks(2, [](RankContext& context) {
@@ -226,7 +254,7 @@ TEST_P(PointToPoint, SizeMismatchIsAnError) {
   }());
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, PointToPoint, ::testing::Values("shm", "shm_cma", "tcp"),
+INSTANTIATE_TEST_SUITE_P(Transports, PointToPoint, ::testing::Values("shm", "shm_cma", "tcp", "ucx"),
                          [](const ::testing::TestParamInfo<const char*>& param) { return std::string(param.param); });
 
 }  // namespace
