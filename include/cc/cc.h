@@ -117,7 +117,9 @@ ccResult_t ccCommUserRank(const ccComm_t comm, int* rank);
  * step costs. Bytes sent are the bytes of this rank's data that peers received (over a
  * channel, or read from this rank's shared memory by the direct algorithms); bytes
  * received are the bytes that arrived here from peers. Copies to oneself are not
- * traffic. ccTrafficControl is cc's own small messages (CC_CHECK's call descriptors). */
+ * traffic. `calls` counts collective calls, and for ccTrafficSendRecv the ccSend and
+ * ccRecv calls to other ranks (each one). ccTrafficControl is cc's own small messages
+ * (barriers, splits, CC_CHECK's call descriptors, the topology exchange at creation). */
 typedef enum {
   ccTrafficAllReduce = 0,
   ccTrafficBroadcast = 1,

@@ -369,7 +369,6 @@ Status split(const std::shared_ptr<Communicator>& parent, int color, int key, cc
   std::vector<int32_t> table(static_cast<size_t>(2 * n));
   int32_t mine[2] = {color, key};
   std::vector<PointToPoint> ops;
-  comm::TrafficScope control(*parent, ccTrafficControl);
   for (int peer = 0; peer < n; ++peer) {
     ops.push_back({parent.get(), true, reinterpret_cast<std::byte*>(mine), sizeof(mine), peer, "split"});
     ops.push_back({parent.get(), false, reinterpret_cast<std::byte*>(&table[static_cast<size_t>(2 * peer)]),
@@ -379,6 +378,7 @@ Status split(const std::shared_ptr<Communicator>& parent, int color, int key, cc
   wire::UniqueIdContents id;
   {
     comm::OperationLocks locks({parent.get()});
+    comm::TrafficScope control(*parent, ccTrafficControl);
     log::ScopedRank scopedRank(me);
     CC_TRY(comm::execute(ops));
     if (color == CC_SPLIT_NOCOLOR) {

@@ -134,6 +134,7 @@ class Communicator {
   Status brokenStatusSlow() const;
   void collectSharedRegions();
   Status gatherTopology();
+  Status checkSamePlan(const topology::Plan& plan);
   Status connectPeers(const std::vector<wire::PeerInfo>& peers, const wire::Secret& secret,
                       FileDescriptor tcpListener, FileDescriptor unixListener);
 

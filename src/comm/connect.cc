@@ -250,9 +250,16 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
   auto rdmaAvailable = [&]() -> Result<bool> {
     std::lock_guard lock(gRdmaMutex);
     if (!gRdmaKnown) {
-      CC_ASSIGN_OR_RETURN(std::vector<std::string> found, transport::ucx::UcxWorker::probeRdma());
-      for (const std::string& resource : found) {
-        gRdmaResources += (gRdmaResources.empty() ? "" : ", ") + resource;
+      // A UCX that cannot start (a bad UCX_TLS, a container it does not like) means no
+      // RDMA here, not a failed communicator: tcp still works.
+      auto found = transport::ucx::UcxWorker::probeRdma();
+      if (found.isOk()) {
+        for (const std::string& resource : found.value()) {
+          gRdmaResources += (gRdmaResources.empty() ? "" : ", ") + resource;
+        }
+      } else {
+        log::warn("UCX could not be asked for RDMA transports ({}); using tcp between hosts",
+                  found.status().message());
       }
       gRdmaKnown = true;
     }
@@ -266,16 +273,23 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
   }
   // Across hosts under auto: CC_NET when set, else ucx where UCX finds RDMA.
   const bool netForced = config.transport == TransportChoice::kAuto && config.net != NetChoice::kAuto;
+  if (config.transport != TransportChoice::kAuto && config.net != NetChoice::kAuto && rank_ == 0) {
+    log::warn("CC_NET is ignored: CC_TRANSPORT={} picks the transport for every peer",
+              config.transport == TransportChoice::kShm   ? "shm"
+              : config.transport == TransportChoice::kTcp ? "tcp"
+                                                          : "ucx");
+  }
+  const bool ucxWanted = config.transport == TransportChoice::kUcx || (netForced && config.net == NetChoice::kUcx);
   bool rdmaFound = false;
-  if (anyRemote && config.transport != TransportChoice::kTcp && !netForced) {
+  if (anyRemote && config.transport != TransportChoice::kTcp && (!netForced || ucxWanted)) {
     CC_ASSIGN_OR_RETURN(rdmaFound, rdmaAvailable());
   }
   if (netForced) autoReason = config.net == NetChoice::kUcx ? "CC_NET=ucx" : "CC_NET=tcp";
   const bool remoteUcx = netForced ? config.net == NetChoice::kUcx : rdmaFound;
   transport::ucx::WorkerOptions ucxOptions;
   ucxOptions.registrationCache = rdmaFound;
-  if (config.transport == TransportChoice::kUcx || (netForced && config.net == NetChoice::kUcx)) {
-    // Forced ucx runs over UCX's tcp (and shared memory) transports: keep its sockets on
+  if (ucxWanted && !rdmaFound) {
+    // Forced ucx without RDMA runs over UCX's tcp (and shared memory) transports: keep its sockets on
     // the interface cc's own sockets use (CC_SOCKET_IFNAME), where the peers' addresses
     // are reachable; other interfaces (docker bridges, another namespace's loopback) may
     // look reachable to UCX and are not. UCX_NET_DEVICES, when set, wins.

@@ -30,7 +30,52 @@ struct TopologyHeader {
 // Host descriptions are a few KiB; anything past this is not one.
 constexpr uint32_t kMaxHostBytes = 1 << 20;
 
+// FNV-1a over the rings and trees: what the collectives follow.
+uint64_t planHash(const topology::Plan& plan) {
+  uint64_t hash = 1469598103934665603ull;
+  auto mix = [&hash](int64_t value) {
+    for (int byte = 0; byte < 8; ++byte) {
+      hash ^= static_cast<uint64_t>(value >> (8 * byte)) & 0xff;
+      hash *= 1099511628211ull;
+    }
+  };
+  mix(plan.hostCount);
+  for (const topology::Ring& ring : plan.rings) {
+    mix(-1);
+    for (int rank : ring.ranks) mix(rank);
+  }
+  for (const topology::Tree& tree : plan.trees) {
+    mix(-2);
+    for (int parent : tree.parent) mix(parent);
+  }
+  return hash;
+}
+
 }  // namespace
+
+// Every rank must follow the same rings and trees, or they wait on each other until the
+// timeout. They do when they see the same system, but CC_TOPO_FILE is read by each rank
+// from its own disk and environment: compare, and fail everywhere on a difference.
+Status Communicator::checkSamePlan(const topology::Plan& plan) {
+  uint64_t mine = planHash(plan);
+  std::vector<uint64_t> theirs(static_cast<size_t>(nranks_), mine);
+  std::vector<PointToPoint> ops;
+  for (int peer = 0; peer < nranks_; ++peer) {
+    if (peer == rank_) continue;
+    ops.push_back({this, true, reinterpret_cast<std::byte*>(&mine), sizeof(mine), peer, "topology"});
+    ops.push_back({this, false, reinterpret_cast<std::byte*>(&theirs[static_cast<size_t>(peer)]), sizeof(mine), peer,
+                   "topology"});
+  }
+  CC_TRY(execute(ops).withContext("comparing topology plans"));
+  for (int peer = 0; peer < nranks_; ++peer) {
+    if (theirs[static_cast<size_t>(peer)] != mine) {
+      return invalidArgument("rank " + std::to_string(peer) + " planned different rings or trees than rank " +
+                             std::to_string(rank_) +
+                             " (is CC_TOPO_FILE set, and the same file, on every rank?)");
+    }
+  }
+  return Status::ok();
+}
 
 Status Communicator::gatherTopology() {
   int64_t startNs = nowNanos();
@@ -82,12 +127,11 @@ Status Communicator::gatherTopology() {
   }
   CC_TRY(execute(ops).withContext("exchanging host descriptions"));
 
+  // A leader reads back its own text, as the others do, so that every rank plans from
+  // the same bits.
+  if (iLead) hostTexts[static_cast<size_t>(hostIndex[static_cast<size_t>(rank_)])] = myHost;
   topology::System detected;
   for (size_t h = 0; h < leaders.size(); ++h) {
-    if (leaders[h] == rank_) {
-      detected.hosts.push_back(local);
-      continue;
-    }
     CC_ASSIGN_OR_RETURN(topology::Host host,
                         topology::parseHost(hostTexts[h], "host description from rank " + std::to_string(leaders[h])));
     detected.hosts.push_back(std::move(host));
@@ -97,7 +141,10 @@ Status Communicator::gatherTopology() {
     places[static_cast<size_t>(r)].host = hostIndex[static_cast<size_t>(r)];
     places[static_cast<size_t>(r)].numa = headers[static_cast<size_t>(r)].numa;
   }
-  if (rank_ == 0) CC_TRY(topology::dumpToEnvironmentFile(detected));
+  if (rank_ == 0) {
+    Status dumped = topology::dumpToEnvironmentFile(detected);
+    if (!dumped.isOk()) log::warn("CC_TOPO_DUMP_FILE: {}", dumped.message());
+  }
 
   CC_ASSIGN_OR_RETURN(std::optional<topology::System> fromFile, topology::systemFromEnvironment());
   const topology::System& system = fromFile ? *fromFile : detected;
@@ -109,6 +156,7 @@ Status Communicator::gatherTopology() {
     }
   }
   CC_ASSIGN_OR_RETURN(topology::Plan plan, topology::planCollectives(system, places));
+  CC_TRY(checkSamePlan(plan));
   plan_ = std::make_shared<const topology::Plan>(std::move(plan));
   const std::vector<int>& ring = plan_->rings.front().ranks;
   ringPosition_ = static_cast<int>(std::find(ring.begin(), ring.end(), rank_) - ring.begin());

@@ -139,7 +139,9 @@ void readSockets(hwloc_topology_t topology, Host& host) {
     hwloc_obj_t package =
         hwloc_get_obj_by_type(topology, HWLOC_OBJ_PACKAGE, static_cast<unsigned>(i));
     host.sockets.push_back(
-        Socket{static_cast<int>(package->os_index), l3BytesServing(topology, package->cpuset)});
+        // hwloc says (unsigned)-1 when the kernel gives no package number.
+        Socket{package->os_index == HWLOC_UNKNOWN_INDEX ? 0 : static_cast<int>(package->os_index),
+               l3BytesServing(topology, package->cpuset)});
   }
   if (host.sockets.empty()) {
     host.sockets.push_back(
@@ -165,7 +167,7 @@ void readNumaNodes(hwloc_topology_t topology, Host& host) {
     hwloc_obj_t node =
         hwloc_get_obj_by_type(topology, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i));
     NumaNode numa;
-    numa.osIndex = static_cast<int>(node->os_index);
+    numa.osIndex = node->os_index == HWLOC_UNKNOWN_INDEX ? 0 : static_cast<int>(node->os_index);
     numa.socket = socketOf(topology, node);
     numa.cpus = bitmapToList(node->cpuset);
     numa.cores = hwloc_get_nbobjs_inside_cpuset_by_type(topology, node->cpuset, HWLOC_OBJ_CORE);

@@ -103,7 +103,7 @@ std::optional<std::vector<int>> parseCpuList(std::string_view text) {
         dash == std::string_view::npos ? first : parseCpuNumber(item.substr(dash + 1));
     // The bound keeps a typo like "0-99999999" from filling memory.
     if (!first || !last || *last < *first || *last - *first > (1 << 20)) return std::nullopt;
-    for (int cpu = *first; cpu <= *last; ++cpu) cpus.push_back(cpu);
+    for (int64_t cpu = *first; cpu <= *last; ++cpu) cpus.push_back(static_cast<int>(cpu));
   }
   return cpus;
 }

@@ -122,6 +122,23 @@ TEST_P(Hierarchical, RingFollowsThePlanAndStaysCorrect) {
   });
 }
 
+// Ranks that plan different rings (here: one rank reads a topology file the others do
+// not have) would wait on each other until the timeout; creation fails on every rank
+// instead, naming the difference.
+TEST(TopologyPlan, RanksThatPlanDifferentlyAreRefusedEverywhere) {
+  runRanks(3, [](RankContext& context) {
+    if (context.rank == 1) setenv("CC_TOPO_FILE", CC_TOPOLOGY_FILES "/two_hosts_uneven.json", 1);
+    ccComm_t comm = nullptr;
+    ccResult_t result = ccCommInitRank(&comm, 3, context.id, context.rank);
+    EXPECT_NE(result, ccSuccess) << "rank " << context.rank;
+    EXPECT_EQ(comm, nullptr);
+    std::string error = ccGetLastError(nullptr);
+    EXPECT_TRUE(error.find("planned different rings or trees") != std::string::npos ||
+                error.find("closed the connection") != std::string::npos || error.find("gone") != std::string::npos)
+        << "rank " << context.rank << ": " << error;
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Hosts, Hierarchical,
                          ::testing::Values(HostsParam{{0, 0, 1, 1}, "two_hosts_of_two"},
                                            HostsParam{{0, 0, 0, 1, 2, 2}, "three_hosts_of_three_one_two"},
