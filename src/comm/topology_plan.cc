@@ -30,6 +30,20 @@ struct TopologyHeader {
 // Host descriptions are a few KiB; anything past this is not one.
 constexpr uint32_t kMaxHostBytes = 1 << 20;
 
+// Every rank sends `mine` to every other; all[peer] receives peer's (all[me] = mine).
+template <typename T>
+Status exchangeWithAll(Communicator& comm, T& mine, std::vector<T>& all) {
+  all.assign(static_cast<size_t>(comm.size()), mine);
+  std::vector<PointToPoint> ops;
+  for (int peer = 0; peer < comm.size(); ++peer) {
+    if (peer == comm.rank()) continue;
+    ops.push_back({&comm, true, reinterpret_cast<std::byte*>(&mine), sizeof(T), peer, "topology"});
+    ops.push_back({&comm, false, reinterpret_cast<std::byte*>(&all[static_cast<size_t>(peer)]), sizeof(T), peer,
+                   "topology"});
+  }
+  return execute(ops);
+}
+
 // FNV-1a over the rings and trees: what the collectives follow.
 uint64_t planHash(const topology::Plan& plan) {
   uint64_t hash = 1469598103934665603ull;
@@ -58,15 +72,8 @@ uint64_t planHash(const topology::Plan& plan) {
 // from its own disk and environment: compare, and fail everywhere on a difference.
 Status Communicator::checkSamePlan(const topology::Plan& plan) {
   uint64_t mine = planHash(plan);
-  std::vector<uint64_t> theirs(static_cast<size_t>(nranks_), mine);
-  std::vector<PointToPoint> ops;
-  for (int peer = 0; peer < nranks_; ++peer) {
-    if (peer == rank_) continue;
-    ops.push_back({this, true, reinterpret_cast<std::byte*>(&mine), sizeof(mine), peer, "topology"});
-    ops.push_back({this, false, reinterpret_cast<std::byte*>(&theirs[static_cast<size_t>(peer)]), sizeof(mine), peer,
-                   "topology"});
-  }
-  CC_TRY(execute(ops).withContext("comparing topology plans"));
+  std::vector<uint64_t> theirs;
+  CC_TRY(exchangeWithAll(*this, mine, theirs).withContext("comparing topology plans"));
   for (int peer = 0; peer < nranks_; ++peer) {
     if (theirs[static_cast<size_t>(peer)] != mine) {
       return invalidArgument("rank " + std::to_string(peer) + " planned different rings or trees than rank " +
@@ -96,19 +103,11 @@ Status Communicator::gatherTopology() {
   if (myHost.size() > kMaxHostBytes) return internalError("this host's description exceeds 1 MiB");
 
   TopologyHeader mine{topology::currentNumaNode(), static_cast<uint32_t>(myHost.size())};
-  std::vector<TopologyHeader> headers(static_cast<size_t>(n));
-  headers[static_cast<size_t>(rank_)] = mine;
-  std::vector<PointToPoint> ops;
-  for (int peer = 0; peer < n; ++peer) {
-    if (peer == rank_) continue;
-    ops.push_back({this, true, reinterpret_cast<std::byte*>(&mine), sizeof(mine), peer, "topology"});
-    ops.push_back({this, false, reinterpret_cast<std::byte*>(&headers[static_cast<size_t>(peer)]), sizeof(mine), peer,
-                   "topology"});
-  }
-  CC_TRY(execute(ops).withContext("exchanging NUMA placement"));
+  std::vector<TopologyHeader> headers;
+  CC_TRY(exchangeWithAll(*this, mine, headers).withContext("exchanging NUMA placement"));
 
   std::vector<std::string> hostTexts(leaders.size());
-  ops.clear();
+  std::vector<PointToPoint> ops;
   for (int peer = 0; peer < n; ++peer) {
     if (peer == rank_) continue;
     if (!myHost.empty()) {
