@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job on this machine: installs what is needed, builds, then
-#   1. a 4-rank ring exchange under mpirun (every element checked), and
+#   1. a 4-rank ring exchange under mpirun (every element checked), cc-topo, and
 #   2. cc-bench p2p: one-way latency and streaming bandwidth over shm and tcp, beside this
 #      machine's single-thread memcpy and Open MPI's ping-pong, in the same run, and a
 #      cc-bench all-reduce sweep beside Open MPI and Gloo.
@@ -20,6 +20,12 @@ mkdir -p out
 echo
 echo "=== 1. mpirun -np 4 build/bin/cc-ring-exchange (ccCommInitFromEnv, shm between the ranks)"
 CC_DEBUG=INFO mpirun --oversubscribe -np 4 build/bin/cc-ring-exchange 2>&1 | grep -E "^rank|transport to" | sort
+
+echo
+echo "=== 1b. cc-topo: this machine as cc sees it, and the rings and trees it plans"
+build/bin/cc-topo
+echo "(and a 4-host, 2-socket, 2-NIC cluster described by a topology file, 16 ranks:)"
+build/bin/cc-topo --file tests/topology/files/four_hosts_2s_2nic.json -n 16 | sed -n '/^plan for/,$p'
 
 echo
 echo "=== 2. cc-bench p2p -np 2 --peer mpi (cc over shm and tcp, memcpy, Open MPI; rows in out/p2p.json)"
