@@ -316,6 +316,13 @@ Status execute(std::span<PointToPoint> ops) {
     }
     // Sleep until a peer rings, a socket is ready, or the slice ends.
     int64_t slice = several ? kShortSliceMicros : kSliceMicros;
+    bool maySleep = true;
+    for (Queue& queue : queues) {
+      if (queue.next < queue.end && !queue.channel->isSharedMemory()) {
+        maySleep = queue.channel->readyToSleep() && maySleep;
+      }
+    }
+    if (!maySleep) continue;
     if (anyShm) {
       transport::shm::DoorbellWord& bell = primary->doorbell();
       uint32_t observed = transport::shm::prepareToSleep(bell);

@@ -42,6 +42,11 @@ class Channel {
   // ccRemoteError when the peer is known to be gone (cheap; called while waiting).
   virtual Status checkPeer() = 0;
 
+  // Called just before the waiting thread sleeps on the communicator's epoll set: false
+  // when work is already pending and it should poll again instead (ucx arms its worker's
+  // event fd here, once per sleep rather than on every idle pass).
+  virtual bool readyToSleep() { return true; }
+
  private:
   int peer_;
 };

@@ -56,11 +56,13 @@ ucs_status_ptr_t UcxChannel::startFlush() {
   return ucp_ep_flush_nbx(endpoint_, &params);
 }
 
-bool UcxChannel::drive() {
-  if (worker_->progress()) return true;
-  if (worker_->arm()) return false;
-  // Events were pending after all: handle them now rather than sleep on them.
-  return worker_->progress();
+bool UcxChannel::drive() { return worker_->progress(); }
+
+bool UcxChannel::readyToSleep() {
+  // Arming fails while events are pending: handle them rather than sleep on them.
+  if (worker_->arm()) return true;
+  worker_->progress();
+  return false;
 }
 
 Status UcxChannel::requestFailed(const char* operation, ucs_status_t status) const {

@@ -45,9 +45,11 @@ class UcxChannel final : public Channel {
   // Starts a flush of the endpoint (null: already flushed; else a request to test and
   // free). setup.cc uses it to finish UCX's connection before the first operation.
   ucs_status_ptr_t startFlush();
+  // Arms the worker's event fd before the executor sleeps on it.
+  bool readyToSleep() override;
 
  private:
-  // Moves UCX forward; on an idle pass arms the event fd so that the caller may sleep.
+  // Moves UCX forward (ucp_worker_progress).
   bool drive();
   Status requestFailed(const char* operation, ucs_status_t status) const;
   bool controlClosed() const;
