@@ -202,6 +202,7 @@ Status execute(std::span<PointToPoint> ops) {
       for (size_t i = queue.next; i < queue.end; ++i) {
         pending[i].op->comm->recorder().finish(pending[i].sequence, OpState::kFailed, failedNs);
       }
+      if (queue.next < queue.end) queue.channel->abandon();
     }
     for (Communicator* comm : comms) {
       if (!comm->aborted()) comm->markBroken(status);

@@ -47,6 +47,11 @@ class Channel {
   // event fd here, once per sleep rather than on every idle pass).
   virtual bool readyToSleep() { return true; }
 
+  // The operation using this channel failed or was aborted, and its buffers go back to
+  // the caller: a transport that may still write into them later (ucx's posted receives)
+  // must stop now. The communicator is broken afterwards; nothing else runs on it.
+  virtual void abandon() {}
+
  private:
   int peer_;
 };

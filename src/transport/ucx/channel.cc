@@ -87,7 +87,17 @@ Status UcxChannel::checkPeer() {
   return Status::ok();
 }
 
+void UcxChannel::abandon() {
+  worker_->setForceClose();
+  close();
+}
+
+Status UcxChannel::closedError() const {
+  return remoteError("the ucx channel to rank " + std::to_string(peer()) + " was closed after an earlier failure");
+}
+
 Result<Progress> UcxChannel::progressSend(Transfer& transfer) {
+  if (endpoint_ == nullptr) return closedError();
   if (!transfer.started) {
     if (sendRequest_ != nullptr)
       return internalError("ucx channel: a send started while another is in flight");
@@ -113,6 +123,7 @@ Result<Progress> UcxChannel::progressSend(Transfer& transfer) {
 }
 
 Result<Progress> UcxChannel::progressRecv(Transfer& transfer) {
+  if (endpoint_ == nullptr) return closedError();
   if (!transfer.started) {
     if (recvRequest_ != nullptr)
       return internalError("ucx channel: a receive started while another is in flight");

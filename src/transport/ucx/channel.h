@@ -47,11 +47,14 @@ class UcxChannel final : public Channel {
   ucs_status_ptr_t startFlush();
   // Arms the worker's event fd before the executor sleeps on it.
   bool readyToSleep() override;
+  // Cancels the posted receive and force-closes the endpoint at once (close()).
+  void abandon() override;
 
  private:
   // Moves UCX forward (ucp_worker_progress).
   bool drive();
   Status requestFailed(const char* operation, ucs_status_t status) const;
+  Status closedError() const;
   bool controlClosed() const;
   void close();
 
