@@ -9,7 +9,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
@@ -17,7 +16,7 @@ try:
     import torch.distributed as dist
     import torch.multiprocessing as mp
     from torch.nn.parallel import DistributedDataParallel
-    from torch_gpt import Gpt
+    from torch_gpt import Gpt, add_model_arguments, timed_steps
 except ImportError:
     print("torch_ddp: python3-torch is not importable (./scripts/install-deps.sh --demo)")
     sys.exit(77)
@@ -39,17 +38,7 @@ def worker(rank, args):
     generator = torch.Generator().manual_seed(1 + rank)
     data = torch.randint(0, args.vocab, (args.batch, args.seq + 1), generator=generator)
     inputs, targets = data[:, :-1].contiguous(), data[:, 1:].contiguous()
-    rates = []
-    for step in range(3 + args.steps):
-        start = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        loss = model(inputs, targets)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        elapsed = time.perf_counter() - start
-        if step >= 3:
-            rates.append(args.world * args.batch * args.seq / elapsed)
+    loss, rates = timed_steps(model, optimizer, inputs, targets, args.steps, args.world * args.batch * args.seq)
     if rank == 0:
         print(f"torch_ddp: torch {torch.__version__} gloo world {args.world} threads {args.threads} "
               f"loss {loss.item():.4f} median_tokens_per_s {statistics.median(rates):.0f}", flush=True)
@@ -59,14 +48,7 @@ def worker(rank, args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--world", type=int, default=2)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--width", type=int, default=256)
-    parser.add_argument("--vocab", type=int, default=256)
-    parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--batch", type=int, default=8, help="sequences per rank")
-    parser.add_argument("--steps", type=int, default=20, help="timed steps (after 3 warm-up steps)")
-    parser.add_argument("--threads", type=int, default=1)
+    add_model_arguments(parser, batch_help="sequences per rank")
     parser.add_argument("--bucket-mb", type=float, default=25.0)
     parser.add_argument("--port", type=int, default=29517)
     args = parser.parse_args()

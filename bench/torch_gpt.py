@@ -80,16 +80,38 @@ def loaded_blas():
     return sorted(names)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__)
+def add_model_arguments(parser, batch_help=None):
+    """cc-train's model and run flags, shared with torch_ddp.py."""
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--vocab", type=int, default=256)
     parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=8, help=batch_help)
     parser.add_argument("--steps", type=int, default=20, help="timed steps (after 3 warm-up steps)")
     parser.add_argument("--threads", type=int, default=1)
+
+
+def timed_steps(model, optimizer, inputs, targets, steps, tokens_per_step):
+    """3 warm-up steps, then `steps` timed ones (AdamW with clipping, as cc-train):
+    the last loss and the tokens/s of each timed step."""
+    rates = []
+    for step in range(3 + steps):
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss = model(inputs, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        elapsed = time.perf_counter() - start
+        if step >= 3:
+            rates.append(tokens_per_step / elapsed)
+    return loss, rates
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    add_model_arguments(parser)
     parser.add_argument("--lr", type=float, default=1e-3)
     args = parser.parse_args()
 
@@ -106,17 +128,7 @@ def main():
     generator = torch.Generator().manual_seed(1)
     data = torch.randint(0, args.vocab, (args.batch, args.seq + 1), generator=generator)
     inputs, targets = data[:, :-1].contiguous(), data[:, 1:].contiguous()
-    rates = []
-    for step in range(3 + args.steps):
-        start = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        loss = model(inputs, targets)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        elapsed = time.perf_counter() - start
-        if step >= 3:
-            rates.append(args.batch * args.seq / elapsed)
+    loss, rates = timed_steps(model, optimizer, inputs, targets, args.steps, args.batch * args.seq)
     print(f"torch: loss {loss.item():.4f} median_tokens_per_s {statistics.median(rates):.0f}")
 
 
