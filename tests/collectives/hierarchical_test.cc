@@ -25,13 +25,18 @@ struct HostsParam {
 
 class Hierarchical : public ::testing::TestWithParam<HostsParam> {};
 
+// This rank joins as a rank of host param.hostOfRank[rank] (CC_HOSTNAME).
+ccComm_t initOnHost(const RankContext& context, const HostsParam& param) {
+  std::string host = "host" + std::to_string(param.hostOfRank[static_cast<size_t>(context.rank)]);
+  setenv("CC_HOSTNAME", host.c_str(), 1);
+  return context.initComm();
+}
+
 TEST_P(Hierarchical, AllReduceMatchesTheReferenceOnEveryRank) {
   const HostsParam param = GetParam();
   const int n = static_cast<int>(param.hostOfRank.size());
   runRanks(n, [&](RankContext& context) {
-    std::string host = "host" + std::to_string(param.hostOfRank[static_cast<size_t>(context.rank)]);
-    setenv("CC_HOSTNAME", host.c_str(), 1);
-    ccComm_t comm = context.initComm();
+    ccComm_t comm = initOnHost(context, param);
     auto impl = comm::communicatorOf(comm);
     ASSERT_NE(impl, nullptr);
     bool hierOffered = false;
@@ -83,9 +88,7 @@ TEST_P(Hierarchical, RingFollowsThePlanAndStaysCorrect) {
   int hosts = 0;
   for (int host : param.hostOfRank) hosts = std::max(hosts, host + 1);
   runRanks(n, [&](RankContext& context) {
-    std::string host = "host" + std::to_string(param.hostOfRank[static_cast<size_t>(context.rank)]);
-    setenv("CC_HOSTNAME", host.c_str(), 1);
-    ccComm_t comm = context.initComm();
+    ccComm_t comm = initOnHost(context, param);
     auto impl = comm::communicatorOf(comm);
     ASSERT_NE(impl, nullptr);
     const std::vector<int>& ring = impl->plan().rings.front().ranks;

@@ -30,14 +30,21 @@ struct Param {
 
 class Traffic : public ::testing::TestWithParam<Param> {};
 
+// A communicator whose collectives all run `algorithm` (CC_ALGO's names), or null.
+ccComm_t initWithAlgorithm(const RankContext& context, const char* algorithm) {
+  ccComm_t comm = context.initComm();
+  auto impl = comm::communicatorOf(comm);
+  if (impl == nullptr) return nullptr;
+  impl->algorithmOverride() = static_cast<int>(collectives::parseAlgorithm(algorithm));
+  return comm;
+}
+
 TEST_P(Traffic, AllReduceMovesTwiceTheShareOfTheOthers) {
   const Param param = GetParam();
   const int n = param.ranks;
   runRanks(n, [&](RankContext& context) {
-    ccComm_t comm = context.initComm();
-    auto impl = comm::communicatorOf(comm);
-    ASSERT_NE(impl, nullptr);
-    impl->algorithmOverride() = static_cast<int>(collectives::parseAlgorithm(param.algorithm));
+    ccComm_t comm = initWithAlgorithm(context, param.algorithm);
+    ASSERT_NE(comm, nullptr);
     // Divisible by every N here, and large enough for several chunks and rounds.
     const size_t count = size_t{3} * 4 * 5 * 4096;
     std::vector<float> data(count, 1.0f);
@@ -72,10 +79,8 @@ TEST_P(Traffic, AllGatherAndReduceScatterMoveTheOthersShares) {
   const Param param = GetParam();
   const int n = param.ranks;
   runRanks(n, [&](RankContext& context) {
-    ccComm_t comm = context.initComm();
-    auto impl = comm::communicatorOf(comm);
-    ASSERT_NE(impl, nullptr);
-    impl->algorithmOverride() = static_cast<int>(collectives::parseAlgorithm(param.algorithm));
+    ccComm_t comm = initWithAlgorithm(context, param.algorithm);
+    ASSERT_NE(comm, nullptr);
     const size_t perRank = 50021;  // odd: no help from alignment
     std::vector<float> whole(perRank * static_cast<size_t>(n), 2.0f);
     std::vector<float> part(perRank, 1.0f);
