@@ -42,16 +42,20 @@ void copy(benchmark::State& state) {
 }
 
 const int registered = [] {
-  const ccDataType_t types[] = {ccInt8, ccUint8, ccInt32, ccUint32, ccInt64, ccUint64, ccFloat16, ccFloat32, ccFloat64, ccBfloat16};
+  const ccDataType_t types[] = {ccInt8,   ccUint8,   ccInt32,   ccUint32,  ccInt64,
+                                ccUint64, ccFloat16, ccFloat32, ccFloat64, ccBfloat16};
   const ccRedOp_t ops[] = {ccSum, ccProd, ccMax, ccMin};
   benchmark::RegisterBenchmark("memcpy", copy)->RangeMultiplier(16)->Range(16 << 10, 64 << 20);
   for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512}) {
     if (!cc::collectives::isaSupported(isa)) continue;
     for (ccDataType_t type : types) {
       for (ccRedOp_t op : ops) {
-        std::string name = std::string(cc::collectives::isaName(isa)) + "/" + cc::collectives::dataTypeName(type) + "/" +
+        std::string name = std::string(cc::collectives::isaName(isa)) + "/" +
+                           cc::collectives::dataTypeName(type) + "/" +
                            cc::collectives::redOpName(op);
-        benchmark::RegisterBenchmark(name.c_str(), reduceTwo, isa, type, op)->RangeMultiplier(16)->Range(16 << 10, 64 << 20);
+        benchmark::RegisterBenchmark(name.c_str(), reduceTwo, isa, type, op)
+            ->RangeMultiplier(16)
+            ->Range(16 << 10, 64 << 20);
       }
     }
   }

@@ -17,21 +17,36 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto bytes = std::as_bytes(std::span(data + 1, size - 1));
   using namespace cc::wire;
   switch (data[0] % 9) {
-    case 0: (void)parseChallenge(bytes); break;
-    case 1: (void)parseResponse(bytes); break;
-    case 2: (void)parseFrameHeader(bytes, kMaxFrameBytes); break;
+    case 0:
+      (void)parseChallenge(bytes);
+      break;
+    case 1:
+      (void)parseResponse(bytes);
+      break;
+    case 2:
+      (void)parseFrameHeader(bytes, kMaxFrameBytes);
+      break;
     case 3: {
       auto message = parseRegister(bytes);
       if (message.isOk()) (void)encodeRegister(message.value());
       break;
     }
-    case 4: (void)parsePeerTable(bytes, 1 + (size % 7)); break;
-    case 5: (void)parseUniqueId(bytes); break;
-    case 6: (void)parseShmSetup(bytes); break;
-    case 7: (void)parseShmSetupReply(bytes); break;
+    case 4:
+      (void)parsePeerTable(bytes, 1 + (size % 7));
+      break;
+    case 5:
+      (void)parseUniqueId(bytes);
+      break;
+    case 6:
+      (void)parseShmSetup(bytes);
+      break;
+    case 7:
+      (void)parseShmSetupReply(bytes);
+      break;
     case 8: {
       std::array<std::byte, CC_UNIQUE_ID_BYTES> id{};
-      (void)fromHex(std::string(reinterpret_cast<const char*>(data + 1), size - 1), id);  // a PMI-1 value
+      (void)fromHex(std::string(reinterpret_cast<const char*>(data + 1), size - 1),
+                    id);  // a PMI-1 value
       break;
     }
   }

@@ -38,13 +38,13 @@ typedef struct {
 
 typedef enum {
   ccSuccess = 0,
-  ccSystemError = 2,      /* a system call failed (socket, mmap, ...) */
-  ccInternalError = 3,    /* a bug in cc */
-  ccInvalidArgument = 4,  /* a bad argument: the message names it */
-  ccInvalidUsage = 5,     /* a valid argument used wrongly (e.g. send to self outside a group) */
-  ccRemoteError = 6,      /* a peer died or misbehaved */
-  ccInProgress = 7,       /* queued work has not finished yet (ccStreamQuery) */
-  ccTimeout = 8,          /* nothing moved for CC_TIMEOUT_MS */
+  ccSystemError = 2,     /* a system call failed (socket, mmap, ...) */
+  ccInternalError = 3,   /* a bug in cc */
+  ccInvalidArgument = 4, /* a bad argument: the message names it */
+  ccInvalidUsage = 5,    /* a valid argument used wrongly (e.g. send to self outside a group) */
+  ccRemoteError = 6,     /* a peer died or misbehaved */
+  ccInProgress = 7,      /* queued work has not finished yet (ccStreamQuery) */
+  ccTimeout = 8,         /* nothing moved for CC_TIMEOUT_MS */
   ccNumResults = 9
 } ccResult_t;
 

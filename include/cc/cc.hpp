@@ -35,15 +35,25 @@ inline void check(ccResult_t result, ccComm_t comm = nullptr) {
 
 template <typename T>
 constexpr ccDataType_t dataTypeOf() {
-  if constexpr (std::is_same_v<T, int8_t> || std::is_same_v<T, char>) return ccInt8;
-  else if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, std::byte>) return ccUint8;
-  else if constexpr (std::is_same_v<T, int32_t>) return ccInt32;
-  else if constexpr (std::is_same_v<T, uint32_t>) return ccUint32;
-  else if constexpr (std::is_same_v<T, int64_t>) return ccInt64;
-  else if constexpr (std::is_same_v<T, uint64_t>) return ccUint64;
-  else if constexpr (std::is_same_v<T, float>) return ccFloat32;
-  else if constexpr (std::is_same_v<T, double>) return ccFloat64;
-  else static_assert(sizeof(T) == 0, "no ccDataType_t for this element type; pass the type explicitly");
+  if constexpr (std::is_same_v<T, int8_t> || std::is_same_v<T, char>)
+    return ccInt8;
+  else if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, std::byte>)
+    return ccUint8;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return ccInt32;
+  else if constexpr (std::is_same_v<T, uint32_t>)
+    return ccUint32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return ccInt64;
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return ccUint64;
+  else if constexpr (std::is_same_v<T, float>)
+    return ccFloat32;
+  else if constexpr (std::is_same_v<T, double>)
+    return ccFloat64;
+  else
+    static_assert(sizeof(T) == 0,
+                  "no ccDataType_t for this element type; pass the type explicitly");
 }
 
 class Stream {
@@ -114,7 +124,9 @@ class Comm {
   }
   template <typename T>
   void send(std::span<const T> data, int peer, const Stream* stream = nullptr) {
-    check(ccSend(data.data(), data.size(), dataTypeOf<T>(), peer, comm_, stream ? stream->get() : nullptr), comm_);
+    check(ccSend(data.data(), data.size(), dataTypeOf<T>(), peer, comm_,
+                 stream ? stream->get() : nullptr),
+          comm_);
   }
   template <typename T>
   void send(std::span<T> data, int peer, const Stream* stream = nullptr) {
@@ -122,15 +134,22 @@ class Comm {
   }
   template <typename T>
   void recv(std::span<T> data, int peer, const Stream* stream = nullptr) {
-    check(ccRecv(data.data(), data.size(), dataTypeOf<T>(), peer, comm_, stream ? stream->get() : nullptr), comm_);
+    check(ccRecv(data.data(), data.size(), dataTypeOf<T>(), peer, comm_,
+                 stream ? stream->get() : nullptr),
+          comm_);
   }
-  void barrier(const Stream* stream = nullptr) { check(ccBarrier(comm_, stream ? stream->get() : nullptr), comm_); }
+  void barrier(const Stream* stream = nullptr) {
+    check(ccBarrier(comm_, stream ? stream->get() : nullptr), comm_);
+  }
 
   // Collectives; sizes come from the spans (in place: pass the same span twice).
   template <typename T>
-  void allReduce(std::span<const T> send, std::span<T> recv, ccRedOp_t op = ccSum, const Stream* stream = nullptr) {
+  void allReduce(std::span<const T> send, std::span<T> recv, ccRedOp_t op = ccSum,
+                 const Stream* stream = nullptr) {
     requireSize(recv.size() == send.size(), "allReduce: recv and send differ in size");
-    check(ccAllReduce(send.data(), recv.data(), send.size(), dataTypeOf<T>(), op, comm_, streamOf(stream)), comm_);
+    check(ccAllReduce(send.data(), recv.data(), send.size(), dataTypeOf<T>(), op, comm_,
+                      streamOf(stream)),
+          comm_);
   }
   template <typename T>
   void allReduce(std::span<T> data, ccRedOp_t op = ccSum, const Stream* stream = nullptr) {
@@ -138,31 +157,46 @@ class Comm {
   }
   template <typename T>
   void broadcast(std::span<T> data, int root, const Stream* stream = nullptr) {
-    check(ccBroadcast(data.data(), data.data(), data.size(), dataTypeOf<T>(), root, comm_, streamOf(stream)), comm_);
+    check(ccBroadcast(data.data(), data.data(), data.size(), dataTypeOf<T>(), root, comm_,
+                      streamOf(stream)),
+          comm_);
   }
   // recv is used on the root only.
   template <typename T>
-  void reduce(std::span<const T> send, std::span<T> recv, int root, ccRedOp_t op = ccSum, const Stream* stream = nullptr) {
-    check(ccReduce(send.data(), recv.data(), send.size(), dataTypeOf<T>(), op, root, comm_, streamOf(stream)), comm_);
+  void reduce(std::span<const T> send, std::span<T> recv, int root, ccRedOp_t op = ccSum,
+              const Stream* stream = nullptr) {
+    check(ccReduce(send.data(), recv.data(), send.size(), dataTypeOf<T>(), op, root, comm_,
+                   streamOf(stream)),
+          comm_);
   }
   // recv holds size() * send.size() elements.
   template <typename T>
   void allGather(std::span<const T> send, std::span<T> recv, const Stream* stream = nullptr) {
-    requireSize(recv.size() == send.size() * static_cast<size_t>(size()), "allGather: recv must hold size() * send.size()");
-    check(ccAllGather(send.data(), recv.data(), send.size(), dataTypeOf<T>(), comm_, streamOf(stream)), comm_);
+    requireSize(recv.size() == send.size() * static_cast<size_t>(size()),
+                "allGather: recv must hold size() * send.size()");
+    check(ccAllGather(send.data(), recv.data(), send.size(), dataTypeOf<T>(), comm_,
+                      streamOf(stream)),
+          comm_);
   }
   // send holds size() * recv.size() elements.
   template <typename T>
-  void reduceScatter(std::span<const T> send, std::span<T> recv, ccRedOp_t op = ccSum, const Stream* stream = nullptr) {
-    requireSize(send.size() == recv.size() * static_cast<size_t>(size()), "reduceScatter: send must hold size() * recv.size()");
-    check(ccReduceScatter(send.data(), recv.data(), recv.size(), dataTypeOf<T>(), op, comm_, streamOf(stream)), comm_);
+  void reduceScatter(std::span<const T> send, std::span<T> recv, ccRedOp_t op = ccSum,
+                     const Stream* stream = nullptr) {
+    requireSize(send.size() == recv.size() * static_cast<size_t>(size()),
+                "reduceScatter: send must hold size() * recv.size()");
+    check(ccReduceScatter(send.data(), recv.data(), recv.size(), dataTypeOf<T>(), op, comm_,
+                          streamOf(stream)),
+          comm_);
   }
   // Both hold size() blocks of the same length.
   template <typename T>
   void allToAll(std::span<const T> send, std::span<T> recv, const Stream* stream = nullptr) {
     auto n = static_cast<size_t>(size());
-    requireSize(send.size() == recv.size() && send.size() % n == 0, "allToAll: send and recv must hold size() equal blocks");
-    check(ccAllToAll(send.data(), recv.data(), send.size() / n, dataTypeOf<T>(), comm_, streamOf(stream)), comm_);
+    requireSize(send.size() == recv.size() && send.size() % n == 0,
+                "allToAll: send and recv must hold size() equal blocks");
+    check(ccAllToAll(send.data(), recv.data(), send.size() / n, dataTypeOf<T>(), comm_,
+                     streamOf(stream)),
+          comm_);
   }
 
   // Stops everything in flight and frees the communicator.

@@ -30,12 +30,13 @@ struct Blocks {
   size_t at(int b, size_t offset) const { return begin[static_cast<size_t>(b)] + offset; }
 };
 Blocks evenParts(size_t count, int parts);
-Status reduceScatterCore(const Context& ctx, const RingView& ring, const std::byte* source, std::byte* work,
-                         const Blocks& blocks, std::byte* result);
-Status allGatherCore(const Context& ctx, const RingView& ring, std::byte* buffer, const Blocks& blocks);
+Status reduceScatterCore(const Context& ctx, const RingView& ring, const std::byte* source,
+                         std::byte* work, const Blocks& blocks, std::byte* result);
+Status allGatherCore(const Context& ctx, const RingView& ring, std::byte* buffer,
+                     const Blocks& blocks);
 Status chainBroadcastAlong(const Context& ctx, int prev, int next, std::byte* buffer, size_t count);
-Status chainReduceAlong(const Context& ctx, int towardRoot, int away, const std::byte* source, std::byte* result,
-                        size_t count);
+Status chainReduceAlong(const Context& ctx, int towardRoot, int away, const std::byte* source,
+                        std::byte* result, size_t count);
 
 Status ringAllReduce(const Context& ctx);
 Status ringReduceScatter(const Context& ctx);

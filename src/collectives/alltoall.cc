@@ -20,7 +20,8 @@ Status pairwiseAllToAll(const Context& ctx) {
   const int n = ctx.size();
   const int r = ctx.rank();
   const size_t block = args.count;
-  ctx.copy(ctx.recvAt(static_cast<size_t>(r) * block), ctx.sendAt(static_cast<size_t>(r) * block), block);
+  ctx.copy(ctx.recvAt(static_cast<size_t>(r) * block), ctx.sendAt(static_cast<size_t>(r) * block),
+           block);
   for (int s = 1; s < n; ++s) {
     int to = wrap(r + s, n);
     int from = wrap(r - s, n);
@@ -40,7 +41,8 @@ Status pairwiseAllToAllv(const Context& ctx) {
     auto to = static_cast<size_t>(wrap(r + s, n));
     auto from = static_cast<size_t>(wrap(r - s, n));
     CC_TRY(ctx.exchange(static_cast<int>(to), ctx.sendAt(args.sendDispls[to]), args.sendCounts[to],
-                        static_cast<int>(from), ctx.recvAt(args.recvDispls[from]), args.recvCounts[from]));
+                        static_cast<int>(from), ctx.recvAt(args.recvDispls[from]),
+                        args.recvCounts[from]));
   }
   return Status::ok();
 }
@@ -54,8 +56,8 @@ Status bruckAllToAll(const Context& ctx) {
   // slot i: the block bound for rank r+i.
   std::byte* rotated = ctx.scratch(0, slots * block);
   for (size_t i = 0; i < slots; ++i) {
-    ctx.copy(rotated + ctx.bytes(i * block), ctx.sendAt(static_cast<size_t>(wrap(r + static_cast<int>(i), n)) * block),
-             block);
+    ctx.copy(rotated + ctx.bytes(i * block),
+             ctx.sendAt(static_cast<size_t>(wrap(r + static_cast<int>(i), n)) * block), block);
   }
   std::byte* packed = ctx.scratch(1, slots * block);
   std::byte* unpacked = ctx.scratch(2, slots * block);
@@ -66,7 +68,8 @@ Status bruckAllToAll(const Context& ctx) {
       ctx.copy(packed + ctx.bytes(moving * block), rotated + ctx.bytes(i * block), block);
       ++moving;
     }
-    CC_TRY(ctx.exchange(wrap(r + distance, n), packed, moving * block, wrap(r - distance, n), unpacked, moving * block));
+    CC_TRY(ctx.exchange(wrap(r + distance, n), packed, moving * block, wrap(r - distance, n),
+                        unpacked, moving * block));
     size_t arrived = 0;
     for (size_t i = 0; i < slots; ++i) {
       if ((i & static_cast<size_t>(distance)) == 0) continue;
@@ -76,8 +79,8 @@ Status bruckAllToAll(const Context& ctx) {
   }
   // Slot i now holds the block that rank r-i sent to r.
   for (size_t i = 0; i < slots; ++i) {
-    ctx.copy(ctx.recvAt(static_cast<size_t>(wrap(r - static_cast<int>(i), n)) * block), rotated + ctx.bytes(i * block),
-             block);
+    ctx.copy(ctx.recvAt(static_cast<size_t>(wrap(r - static_cast<int>(i), n)) * block),
+             rotated + ctx.bytes(i * block), block);
   }
   return Status::ok();
 }

@@ -14,12 +14,30 @@
 
 namespace cc::collectives {
 
-enum class CollectiveKind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kAllToAllv };
+enum class CollectiveKind {
+  kAllReduce,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kAllToAllv
+};
 static_assert(static_cast<int>(CollectiveKind::kAllToAllv) == ccTrafficAllToAllv,
               "CollectiveKind values index the traffic counters (ccTrafficKind_t)");
 
 // In the order of kAlgorithmNames (core/config.h), which CC_ALGO is parsed against.
-enum class Algorithm { kAuto, kRing, kTree, kDirect, kHalvingDoubling, kPairwise, kBruck, kHierarchical, kDoubleBinaryTree };
+enum class Algorithm {
+  kAuto,
+  kRing,
+  kTree,
+  kDirect,
+  kHalvingDoubling,
+  kPairwise,
+  kBruck,
+  kHierarchical,
+  kDoubleBinaryTree
+};
 
 struct CollectiveArgs {
   CollectiveKind kind = CollectiveKind::kAllReduce;

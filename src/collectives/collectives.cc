@@ -42,32 +42,38 @@ std::string describe(const CallDescriptor& call) {
   auto kind = static_cast<CollectiveKind>(call.kind);
   std::string text = fmt::format("{}(count {}, {}", collectiveName(kind), call.count,
                                  dataTypeName(static_cast<ccDataType_t>(call.type)));
-  if (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduce || kind == CollectiveKind::kReduceScatter) {
+  if (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduce ||
+      kind == CollectiveKind::kReduceScatter) {
     text += fmt::format(", {}", redOpName(static_cast<ccRedOp_t>(call.op)));
   }
-  if (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce) text += fmt::format(", root {}", call.root);
+  if (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce)
+    text += fmt::format(", root {}", call.root);
   return text + ")";
 }
 
 // CC_CHECK=1: every rank sends its call to every other before running it.
 Status checkSameCall(comm::Communicator& comm, const CollectiveArgs& args) {
   const int n = comm.size();
-  CallDescriptor mine{static_cast<uint32_t>(args.kind), static_cast<uint32_t>(args.type), static_cast<uint32_t>(args.op),
-                      args.root, args.kind == CollectiveKind::kAllToAllv ? 0 : args.count};
+  CallDescriptor mine{static_cast<uint32_t>(args.kind), static_cast<uint32_t>(args.type),
+                      static_cast<uint32_t>(args.op), args.root,
+                      args.kind == CollectiveKind::kAllToAllv ? 0 : args.count};
   std::vector<CallDescriptor> theirs(static_cast<size_t>(n));
   std::vector<comm::PointToPoint> messages;
   for (int peer = 0; peer < n; ++peer) {
     if (peer == comm.rank()) continue;
-    messages.push_back({&comm, true, reinterpret_cast<std::byte*>(&mine), sizeof(mine), peer, "check"});
-    messages.push_back({&comm, false, reinterpret_cast<std::byte*>(&theirs[static_cast<size_t>(peer)]), sizeof(mine), peer,
-                        "check"});
+    messages.push_back(
+        {&comm, true, reinterpret_cast<std::byte*>(&mine), sizeof(mine), peer, "check"});
+    messages.push_back({&comm, false,
+                        reinterpret_cast<std::byte*>(&theirs[static_cast<size_t>(peer)]),
+                        sizeof(mine), peer, "check"});
   }
   CC_TRY(comm::execute(messages));
   for (int peer = 0; peer < n; ++peer) {
     if (peer == comm.rank()) continue;
     if (std::memcmp(&theirs[static_cast<size_t>(peer)], &mine, sizeof(mine)) == 0) continue;
-    return invalidUsage(fmt::format("mismatched collectives (CC_CHECK=1): rank {} called {} while rank {} called {}",
-                                    comm.rank(), describe(mine), peer, describe(theirs[static_cast<size_t>(peer)])));
+    return invalidUsage(fmt::format(
+        "mismatched collectives (CC_CHECK=1): rank {} called {} while rank {} called {}",
+        comm.rank(), describe(mine), peer, describe(theirs[static_cast<size_t>(peer)])));
   }
   return Status::ok();
 }
@@ -77,36 +83,53 @@ Status dispatch(const Context& ctx, const Choice& choice) {
   switch (args.kind) {
     case CollectiveKind::kAllReduce:
       switch (choice.algorithm) {
-        case Algorithm::kDirect: return directAllReduce(ctx, choice.oneShot);
-        case Algorithm::kTree: return treeAllReduce(ctx);
-        case Algorithm::kHalvingDoubling: return halvingDoublingAllReduce(ctx);
-        case Algorithm::kHierarchical: return hierarchicalAllReduce(ctx);
-        case Algorithm::kDoubleBinaryTree: return doubleBinaryTreeAllReduce(ctx);
-        default: return ringAllReduce(ctx);
+        case Algorithm::kDirect:
+          return directAllReduce(ctx, choice.oneShot);
+        case Algorithm::kTree:
+          return treeAllReduce(ctx);
+        case Algorithm::kHalvingDoubling:
+          return halvingDoublingAllReduce(ctx);
+        case Algorithm::kHierarchical:
+          return hierarchicalAllReduce(ctx);
+        case Algorithm::kDoubleBinaryTree:
+          return doubleBinaryTreeAllReduce(ctx);
+        default:
+          return ringAllReduce(ctx);
       }
     case CollectiveKind::kBroadcast:
       switch (choice.algorithm) {
-        case Algorithm::kDirect: return directBroadcast(ctx);
-        case Algorithm::kTree: return treeBroadcast(ctx);
-        default: return chainBroadcast(ctx);
+        case Algorithm::kDirect:
+          return directBroadcast(ctx);
+        case Algorithm::kTree:
+          return treeBroadcast(ctx);
+        default:
+          return chainBroadcast(ctx);
       }
     case CollectiveKind::kReduce:
       switch (choice.algorithm) {
-        case Algorithm::kDirect: return directReduce(ctx);
-        case Algorithm::kTree: return treeReduce(ctx);
-        default: return chainReduce(ctx);
+        case Algorithm::kDirect:
+          return directReduce(ctx);
+        case Algorithm::kTree:
+          return treeReduce(ctx);
+        default:
+          return chainReduce(ctx);
       }
     case CollectiveKind::kAllGather:
       return choice.algorithm == Algorithm::kDirect ? directAllGather(ctx) : ringAllGather(ctx);
     case CollectiveKind::kReduceScatter:
-      return choice.algorithm == Algorithm::kDirect ? directReduceScatter(ctx) : ringReduceScatter(ctx);
+      return choice.algorithm == Algorithm::kDirect ? directReduceScatter(ctx)
+                                                    : ringReduceScatter(ctx);
     case CollectiveKind::kAllToAll:
       switch (choice.algorithm) {
-        case Algorithm::kDirect: return directAllToAll(ctx);
-        case Algorithm::kBruck: return bruckAllToAll(ctx);
-        default: return pairwiseAllToAll(ctx);
+        case Algorithm::kDirect:
+          return directAllToAll(ctx);
+        case Algorithm::kBruck:
+          return bruckAllToAll(ctx);
+        default:
+          return pairwiseAllToAll(ctx);
       }
-    case CollectiveKind::kAllToAllv: return pairwiseAllToAllv(ctx);
+    case CollectiveKind::kAllToAllv:
+      return pairwiseAllToAllv(ctx);
   }
   return internalError("unknown collective");
 }
@@ -121,9 +144,12 @@ void divideAverage(const comm::Communicator& comm, const CollectiveArgs& args) {
 Choice decide(comm::Communicator& comm, const CollectiveArgs& args) {
   comm::Communicator::DecisionCache& cache = comm.decisionCache();
   const uint64_t shape = static_cast<uint64_t>(args.kind) | static_cast<uint64_t>(args.type) << 8 |
-                         static_cast<uint64_t>(args.op) << 16 | static_cast<uint64_t>(static_cast<uint32_t>(args.root)) << 24;
-  const bool cacheable = args.kind != CollectiveKind::kAllToAllv && !log::enabled(log::Level::kInfo);
-  if (cacheable && cache.shape == shape && cache.count == args.count && cache.forcedAlgorithm == comm.algorithmOverride() &&
+                         static_cast<uint64_t>(args.op) << 16 |
+                         static_cast<uint64_t>(static_cast<uint32_t>(args.root)) << 24;
+  const bool cacheable =
+      args.kind != CollectiveKind::kAllToAllv && !log::enabled(log::Level::kInfo);
+  if (cacheable && cache.shape == shape && cache.count == args.count &&
+      cache.forcedAlgorithm == comm.algorithmOverride() &&
       cache.forcedChunkBytes == comm.chunkBytesOverride()) {
     Choice choice;
     choice.algorithm = static_cast<Algorithm>(cache.algorithm);
@@ -131,10 +157,16 @@ Choice decide(comm::Communicator& comm, const CollectiveArgs& args) {
     choice.oneShot = cache.oneShot;
     return choice;
   }
-  Choice choice = choose(comm, args, static_cast<Algorithm>(comm.algorithmOverride()), comm.chunkBytesOverride());
+  Choice choice = choose(comm, args, static_cast<Algorithm>(comm.algorithmOverride()),
+                         comm.chunkBytesOverride());
   if (cacheable) {
-    cache = {shape, args.count, comm.algorithmOverride(), comm.chunkBytesOverride(), static_cast<int>(choice.algorithm),
-             choice.chunkBytes, choice.oneShot};
+    cache = {shape,
+             args.count,
+             comm.algorithmOverride(),
+             comm.chunkBytesOverride(),
+             static_cast<int>(choice.algorithm),
+             choice.chunkBytes,
+             choice.oneShot};
   }
   return choice;
 }
@@ -143,36 +175,52 @@ Choice decide(comm::Communicator& comm, const CollectiveArgs& args) {
 
 const char* collectiveName(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::kAllReduce: return "allreduce";
-    case CollectiveKind::kBroadcast: return "broadcast";
-    case CollectiveKind::kReduce: return "reduce";
-    case CollectiveKind::kAllGather: return "allgather";
-    case CollectiveKind::kReduceScatter: return "reducescatter";
-    case CollectiveKind::kAllToAll: return "alltoall";
-    case CollectiveKind::kAllToAllv: return "alltoallv";
+    case CollectiveKind::kAllReduce:
+      return "allreduce";
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+    case CollectiveKind::kReduce:
+      return "reduce";
+    case CollectiveKind::kAllGather:
+      return "allgather";
+    case CollectiveKind::kReduceScatter:
+      return "reducescatter";
+    case CollectiveKind::kAllToAll:
+      return "alltoall";
+    case CollectiveKind::kAllToAllv:
+      return "alltoallv";
   }
   return "?";
 }
 
 const char* algorithmName(Algorithm algorithm) {
   switch (algorithm) {
-    case Algorithm::kAuto: return "auto";
-    case Algorithm::kRing: return "ring";
-    case Algorithm::kTree: return "tree";
-    case Algorithm::kDirect: return "direct";
-    case Algorithm::kHalvingDoubling: return "hd";
-    case Algorithm::kPairwise: return "pairwise";
-    case Algorithm::kBruck: return "bruck";
-    case Algorithm::kHierarchical: return "hier";
-    case Algorithm::kDoubleBinaryTree: return "dbt";
+    case Algorithm::kAuto:
+      return "auto";
+    case Algorithm::kRing:
+      return "ring";
+    case Algorithm::kTree:
+      return "tree";
+    case Algorithm::kDirect:
+      return "direct";
+    case Algorithm::kHalvingDoubling:
+      return "hd";
+    case Algorithm::kPairwise:
+      return "pairwise";
+    case Algorithm::kBruck:
+      return "bruck";
+    case Algorithm::kHierarchical:
+      return "hier";
+    case Algorithm::kDoubleBinaryTree:
+      return "dbt";
   }
   return "?";
 }
 
 Algorithm parseAlgorithm(std::string_view name) {
-  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTree, Algorithm::kDirect, Algorithm::kHalvingDoubling,
-                              Algorithm::kPairwise, Algorithm::kBruck, Algorithm::kHierarchical,
-                              Algorithm::kDoubleBinaryTree}) {
+  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kTree, Algorithm::kDirect,
+                              Algorithm::kHalvingDoubling, Algorithm::kPairwise, Algorithm::kBruck,
+                              Algorithm::kHierarchical, Algorithm::kDoubleBinaryTree}) {
     if (name == algorithmName(algorithm)) return algorithm;
   }
   return Algorithm::kAuto;
@@ -195,9 +243,9 @@ Status runCollective(comm::Communicator& comm, const CollectiveArgs& args) {
   }
   Choice choice = decide(comm, args);
   if (log::enabled(log::Level::kInfo)) {
-    log::info("{} of {} x {} on {} ranks: {}{} chunk {} B ({})", collectiveName(args.kind), args.count,
-              dataTypeName(args.type), comm.size(), algorithmName(choice.algorithm), choice.oneShot ? " one-shot" : "",
-              choice.chunkBytes, choice.why);
+    log::info("{} of {} x {} on {} ranks: {}{} chunk {} B ({})", collectiveName(args.kind),
+              args.count, dataTypeName(args.type), comm.size(), algorithmName(choice.algorithm),
+              choice.oneShot ? " one-shot" : "", choice.chunkBytes, choice.why);
   }
   int64_t startNs = comm.trace() != nullptr ? nowNanos() : 0;
   uint64_t sequence = comm.nextSequence();
@@ -213,8 +261,8 @@ Status runCollective(comm::Communicator& comm, const CollectiveArgs& args) {
   }
   divideAverage(comm, args);
   if (TraceSink* trace = comm.trace()) {
-    trace->record(collectiveName(args.kind), comm.lane(), startNs, nowNanos(), -1, args.count * dataTypeSize(args.type),
-                  sequence);
+    trace->record(collectiveName(args.kind), comm.lane(), startNs, nowNanos(), -1,
+                  args.count * dataTypeSize(args.type), sequence);
   }
   return Status::ok();
 }

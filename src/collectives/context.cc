@@ -12,17 +12,18 @@ Context::Context(comm::Communicator& comm, const CollectiveArgs& args, size_t ch
       rank_(comm.rank()),
       size_(comm.size()),
       elementSize_(dataTypeSize(args.type)),
-      chunkElements_(std::max<size_t>(1, chunkBytes / std::max<size_t>(1, dataTypeSize(args.type)))),
+      chunkElements_(
+          std::max<size_t>(1, chunkBytes / std::max<size_t>(1, dataTypeSize(args.type)))),
       kernel_(reduceKernel(args.type, args.op)),
       label_(collectiveName(args.kind)) {}
 
 comm::PointToPoint Context::message(bool isSend, int peer, const void* data, size_t count) const {
-  return comm::PointToPoint{&comm_, isSend, static_cast<std::byte*>(const_cast<void*>(data)), bytes(count), peer,
-                            label_};
+  return comm::PointToPoint{&comm_,       isSend, static_cast<std::byte*>(const_cast<void*>(data)),
+                            bytes(count), peer,   label_};
 }
 
-Status Context::exchange(int sendPeer, const void* sendData, size_t sendCount, int recvPeer, void* recvData,
-                         size_t recvCount) const {
+Status Context::exchange(int sendPeer, const void* sendData, size_t sendCount, int recvPeer,
+                         void* recvData, size_t recvCount) const {
   comm::PointToPoint messages[2];
   size_t used = 0;
   if (sendPeer >= 0) messages[used++] = message(true, sendPeer, sendData, sendCount);
@@ -30,7 +31,9 @@ Status Context::exchange(int sendPeer, const void* sendData, size_t sendCount, i
   return comm::execute(std::span(messages, used));
 }
 
-Status Context::run(std::span<comm::PointToPoint> messages) const { return comm::execute(messages); }
+Status Context::run(std::span<comm::PointToPoint> messages) const {
+  return comm::execute(messages);
+}
 
 void Context::copy(void* dst, const void* src, size_t count) const {
   if (count > 0 && dst != src) std::memmove(dst, src, bytes(count));

@@ -24,16 +24,22 @@ class Context {
   // Chunk size in elements (at least 1).
   size_t chunkElements() const { return chunkElements_; }
 
-  std::byte* sendAt(size_t element) const { return const_cast<std::byte*>(args_.send) + element * elementSize_; }
+  std::byte* sendAt(size_t element) const {
+    return const_cast<std::byte*>(args_.send) + element * elementSize_;
+  }
   std::byte* recvAt(size_t element) const { return args_.recv + element * elementSize_; }
   size_t bytes(size_t elements) const { return elements * elementSize_; }
 
   // Sends to one peer while receiving from another (either may be -1: none); returns
   // when both are done. Counts are in elements.
-  Status exchange(int sendPeer, const void* sendData, size_t sendCount, int recvPeer, void* recvData,
-                  size_t recvCount) const;
-  Status send(int peer, const void* data, size_t count) const { return exchange(peer, data, count, -1, nullptr, 0); }
-  Status recv(int peer, void* data, size_t count) const { return exchange(-1, nullptr, 0, peer, data, count); }
+  Status exchange(int sendPeer, const void* sendData, size_t sendCount, int recvPeer,
+                  void* recvData, size_t recvCount) const;
+  Status send(int peer, const void* data, size_t count) const {
+    return exchange(peer, data, count, -1, nullptr, 0);
+  }
+  Status recv(int peer, void* data, size_t count) const {
+    return exchange(-1, nullptr, 0, peer, data, count);
+  }
   // Any set of messages at once (counts already in bytes).
   Status run(std::span<comm::PointToPoint> messages) const;
   comm::PointToPoint message(bool isSend, int peer, const void* data, size_t count) const;

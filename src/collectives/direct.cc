@@ -74,7 +74,8 @@ struct Control {
 static_assert(sizeof(Control) <= comm::kDirectControlBytes);
 
 uint64_t shapeOf(const CollectiveArgs& args) {
-  return static_cast<uint64_t>(args.kind) | static_cast<uint64_t>(args.type) << 8 | static_cast<uint64_t>(args.op) << 16 |
+  return static_cast<uint64_t>(args.kind) | static_cast<uint64_t>(args.type) << 8 |
+         static_cast<uint64_t>(args.op) << 16 |
          static_cast<uint64_t>(static_cast<uint32_t>(args.root)) << 24;
 }
 
@@ -83,11 +84,14 @@ std::string describeCall(uint64_t shape, uint64_t count) {
   auto type = static_cast<ccDataType_t>((shape >> 8) & 0xff);
   auto op = static_cast<ccRedOp_t>((shape >> 16) & 0xff);
   auto root = static_cast<int>(shape >> 24);
-  std::string text = fmt::format("{}(count {}, {}", collectiveName(kind), count, dataTypeName(type));
-  if (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduce || kind == CollectiveKind::kReduceScatter) {
+  std::string text =
+      fmt::format("{}(count {}, {}", collectiveName(kind), count, dataTypeName(type));
+  if (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduce ||
+      kind == CollectiveKind::kReduceScatter) {
     text += fmt::format(", {}", redOpName(op));
   }
-  if (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce) text += fmt::format(", root {}", root);
+  if (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce)
+    text += fmt::format(", root {}", root);
   return text + ")";
 }
 
@@ -99,7 +103,8 @@ class Direct {
   Direct(const Context& ctx, size_t wantedSlotBytes)
       : ctx_(ctx), comm_(ctx.comm()), n_(ctx.size()), me_(ctx.rank()) {
     size_t staging = directStagingHalfBytes(comm_) * 2;
-    slotBytes_ = std::clamp<size_t>((wantedSlotBytes + 63) / 64 * 64, 64 * static_cast<size_t>(n_), staging / 2);
+    slotBytes_ = std::clamp<size_t>((wantedSlotBytes + 63) / 64 * 64, 64 * static_cast<size_t>(n_),
+                                    staging / 2);
     slots_ = std::min<uint64_t>(kMaxSlots, staging / slotBytes_);
   }
   ~Direct() { comm_.countTraffic(sent_, received_); }
@@ -158,14 +163,17 @@ class Direct {
     ringPeers();
     return Status::ok();
   }
-  const InlineLine& inlineOf(int rank, uint64_t round) const { return control(rank).inlines[round % 2]; }
+  const InlineLine& inlineOf(int rank, uint64_t round) const {
+    return control(rank).inlines[round % 2];
+  }
 
   Status checkInlineCall(int peer, uint64_t round) {
     const InlineLine& line = inlineOf(peer, round);
     if (line.shape == shapeOf(ctx_.args()) && line.count == ctx_.args().count) return Status::ok();
-    return fail(invalidUsage(fmt::format("mismatched collectives: rank {} called {} while rank {} called {}", me_,
-                                         describeCall(shapeOf(ctx_.args()), ctx_.args().count), peer,
-                                         describeCall(line.shape, line.count))));
+    return fail(invalidUsage(
+        fmt::format("mismatched collectives: rank {} called {} while rank {} called {}", me_,
+                    describeCall(shapeOf(ctx_.args()), ctx_.args().count), peer,
+                    describeCall(line.shape, line.count))));
   }
 
   void describe(uint64_t round) {
@@ -188,23 +196,25 @@ class Direct {
     uint64_t shape = line.shape.load(std::memory_order_relaxed);
     uint64_t count = line.count.load(std::memory_order_relaxed);
     if (shape == shapeOf(ctx_.args()) && count == ctx_.args().count) return Status::ok();
-    Status status = invalidUsage(fmt::format("mismatched collectives: rank {} called {} while rank {} called {}", me_,
-                                             describeCall(shapeOf(ctx_.args()), ctx_.args().count), peer,
-                                             describeCall(shape, count)));
+    Status status = invalidUsage(fmt::format(
+        "mismatched collectives: rank {} called {} while rank {} called {}", me_,
+        describeCall(shapeOf(ctx_.args()), ctx_.args().count), peer, describeCall(shape, count)));
     return fail(status);
   }
 
   // Returns when `peer`'s (or, with -1, every other rank's) flag has reached `round`.
   Status waitFor(Flag flag, uint64_t round, int peer = -1) {
-    CC_TRY(waitOn([this, flag](int p) -> std::atomic<uint64_t>& { return control(p).flags[flag].value; }, round, peer,
-                  flagName(flag)));
+    CC_TRY(waitOn(
+        [this, flag](int p) -> std::atomic<uint64_t>& { return control(p).flags[flag].value; },
+        round, peer, flagName(flag)));
     if (flag == kReady && peer < 0) comm_.directSynced() = round;
     return Status::ok();
   }
   // The same for the inline line of `round`.
   Status waitForInline(uint64_t round) {
-    CC_TRY(waitOn([this, round](int p) -> std::atomic<uint64_t>& { return control(p).inlines[round % 2].round; }, round,
-                  -1, "inline data"));
+    CC_TRY(waitOn([this, round](int p)
+                      -> std::atomic<uint64_t>& { return control(p).inlines[round % 2].round; },
+                  round, -1, "inline data"));
     comm_.directSynced() = round;
     return Status::ok();
   }
@@ -228,10 +238,11 @@ class Direct {
         CC_TRY(checkPeers(wordOf, round, peer));
       }
       if (now - start > config.timeoutMs * 1'000'000) {
-        return fail(timeoutError(fmt::format("nothing moved for {} ms (CC_TIMEOUT_MS) in direct {}: waiting for {} to "
-                                             "publish round {} ({})",
-                                             config.timeoutMs, collectiveName(ctx_.args().kind),
-                                             laggards(wordOf, round, peer), round, what)));
+        return fail(timeoutError(
+            fmt::format("nothing moved for {} ms (CC_TIMEOUT_MS) in direct {}: waiting for {} to "
+                        "publish round {} ({})",
+                        config.timeoutMs, collectiveName(ctx_.args().kind),
+                        laggards(wordOf, round, peer), round, what)));
       }
       if (now - start < config.spinMicros * 1000) {
         if (now - start > kPureSpinNanos) sched_yield();
@@ -265,10 +276,14 @@ class Direct {
  private:
   static const char* flagName(Flag flag) {
     switch (flag) {
-      case kReady: return "ready";
-      case kReduced: return "reduced";
-      case kReleased: return "released";
-      default: return "failed";
+      case kReady:
+        return "ready";
+      case kReduced:
+        return "reduced";
+      case kReleased:
+        return "released";
+      default:
+        return "failed";
     }
   }
 
@@ -303,7 +318,8 @@ class Direct {
       if (wordOf(p).load(std::memory_order_seq_cst) >= round) continue;
       Status alive = comm_.channel(p)->checkPeer();
       if (!alive.isOk()) {
-        return fail(alive.withContext(fmt::format("direct {}: rank {} is gone", collectiveName(ctx_.args().kind), p)));
+        return fail(alive.withContext(
+            fmt::format("direct {}: rank {} is gone", collectiveName(ctx_.args().kind), p)));
       }
     }
     return Status::ok();
@@ -326,7 +342,6 @@ std::vector<const void*>& sourceList(int n) {
   sources.resize(static_cast<size_t>(n));
   return sources;
 }
-
 
 // A vector that fits a cache line: one round, one line per rank, nothing in staging.
 Status allReduceInline(const Context& ctx, Direct& direct) {
@@ -383,15 +398,17 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       size_t begin = partBegin(length, n, p);
-      std::memcpy(mine + ctx.bytes(begin), ctx.sendAt(offset + begin), ctx.bytes(partLength(length, n, p)));
+      std::memcpy(mine + ctx.bytes(begin), ctx.sendAt(offset + begin),
+                  ctx.bytes(partLength(length, n, p)));
     }
     CC_TRY(direct.exchangeReady(round));
     size_t myBegin = partBegin(length, n, me);
     size_t myLength = partLength(length, n, me);
     for (int p = 0; p < n; ++p) {
       if (p != me) CC_TRY(direct.checkCall(p, round));
-      sources[static_cast<size_t>(p)] =
-          p == me ? static_cast<const void*>(ctx.sendAt(offset + myBegin)) : direct.staging(p, round) + ctx.bytes(myBegin);
+      sources[static_cast<size_t>(p)] = p == me
+                                            ? static_cast<const void*>(ctx.sendAt(offset + myBegin))
+                                            : direct.staging(p, round) + ctx.bytes(myBegin);
     }
     if (toAllRanks) {
       // Reduce into my output, then publish a copy for the others.
@@ -447,7 +464,8 @@ Status directAllReduce(const Context& ctx, bool oneShot) {
 Status directReduce(const Context& ctx) {
   Direct direct(ctx, ctx.bytes(ctx.chunkElements()));
   CC_TRY(direct.adoptLayout());
-  return allReduceSliced(ctx, direct, std::max<size_t>(1, direct.slotBytes() / ctx.elementSize()), false);
+  return allReduceSliced(ctx, direct, std::max<size_t>(1, direct.slotBytes() / ctx.elementSize()),
+                         false);
 }
 
 Status directBroadcast(const Context& ctx) {
@@ -490,12 +508,14 @@ Status directAllGather(const Context& ctx) {
     size_t length = std::min(blockElements, args.count - offset);
     uint64_t round = direct.nextRound();
     CC_TRY(direct.beginRound(round));
-    std::memcpy(direct.staging(me, round), ctx.recvAt(static_cast<size_t>(me) * args.count + offset), ctx.bytes(length));
+    std::memcpy(direct.staging(me, round),
+                ctx.recvAt(static_cast<size_t>(me) * args.count + offset), ctx.bytes(length));
     CC_TRY(direct.exchangeReady(round));
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       CC_TRY(direct.checkCall(p, round));
-      std::memcpy(ctx.recvAt(static_cast<size_t>(p) * args.count + offset), direct.staging(p, round), ctx.bytes(length));
+      std::memcpy(ctx.recvAt(static_cast<size_t>(p) * args.count + offset),
+                  direct.staging(p, round), ctx.bytes(length));
     }
     size_t others = ctx.bytes(length) * static_cast<size_t>(n - 1);
     direct.tally(others, others);
@@ -513,7 +533,8 @@ void exportPeerBlocks(const Context& ctx, std::byte* staging, size_t offset, siz
   for (int p = 0; p < ctx.size(); ++p) {
     if (p == me) continue;
     auto block = static_cast<size_t>(p);
-    std::memcpy(staging + ctx.bytes(block * length), ctx.sendAt(block * ctx.args().count + offset), ctx.bytes(length));
+    std::memcpy(staging + ctx.bytes(block * length), ctx.sendAt(block * ctx.args().count + offset),
+                ctx.bytes(length));
   }
 }
 
@@ -536,8 +557,10 @@ Status directReduceScatter(const Context& ctx) {
     CC_TRY(direct.exchangeReady(round));
     for (int p = 0; p < n; ++p) {
       if (p != me) CC_TRY(direct.checkCall(p, round));
-      sources[static_cast<size_t>(p)] = p == me ? static_cast<const void*>(ctx.sendAt(static_cast<size_t>(me) * args.count + offset))
-                                                : direct.staging(p, round) + ctx.bytes(static_cast<size_t>(me) * length);
+      sources[static_cast<size_t>(p)] =
+          p == me
+              ? static_cast<const void*>(ctx.sendAt(static_cast<size_t>(me) * args.count + offset))
+              : direct.staging(p, round) + ctx.bytes(static_cast<size_t>(me) * length);
     }
     ctx.reduceMany(ctx.recvAt(offset), sources.data(), n, length);
     size_t others = ctx.bytes(length) * static_cast<size_t>(n - 1);
@@ -566,7 +589,8 @@ Status directAllToAll(const Context& ctx) {
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       CC_TRY(direct.checkCall(p, round));
-      std::memcpy(ctx.recvAt(block(p) + offset), direct.staging(p, round) + ctx.bytes(static_cast<size_t>(me) * length),
+      std::memcpy(ctx.recvAt(block(p) + offset),
+                  direct.staging(p, round) + ctx.bytes(static_cast<size_t>(me) * length),
                   ctx.bytes(length));
     }
     size_t others = ctx.bytes(length) * static_cast<size_t>(n - 1);

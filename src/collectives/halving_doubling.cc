@@ -46,11 +46,14 @@ Status halvingDoublingAllReduce(const Context& ctx) {
     for (size_t offset = 0; offset < count; offset += chunk) {
       size_t length = std::min(chunk, count - offset);
       CC_TRY(ctx.recv(r - 1, incoming, length));
-      ctx.reduce(data + ctx.bytes(offset), incoming, data + ctx.bytes(offset), length);  // lower rank first
+      ctx.reduce(data + ctx.bytes(offset), incoming, data + ctx.bytes(offset),
+                 length);  // lower rank first
     }
   }
   const int me = r < 2 * extra ? r / 2 : r - extra;
-  auto realRank = [&](int virtualRank) { return virtualRank < extra ? 2 * virtualRank + 1 : virtualRank + extra; };
+  auto realRank = [&](int virtualRank) {
+    return virtualRank < extra ? 2 * virtualRank + 1 : virtualRank + extra;
+  };
 
   std::vector<Range> history;
   Range current{0, count};
@@ -67,7 +70,8 @@ Status halvingDoublingAllReduce(const Context& ctx) {
     for (size_t offset = 0; offset < longest; offset += chunk) {
       size_t giveLength = give.size() > offset ? std::min(chunk, give.size() - offset) : 0;
       size_t keepLength = keep.size() > offset ? std::min(chunk, keep.size() - offset) : 0;
-      CC_TRY(ctx.exchange(partner, data + ctx.bytes(give.begin + offset), giveLength, partner, incoming, keepLength));
+      CC_TRY(ctx.exchange(partner, data + ctx.bytes(give.begin + offset), giveLength, partner,
+                          incoming, keepLength));
       std::byte* mine = data + ctx.bytes(keep.begin + offset);
       if (lower) {
         ctx.reduce(mine, mine, incoming, keepLength);
@@ -83,7 +87,8 @@ Status halvingDoublingAllReduce(const Context& ctx) {
     Range whole = history.back();
     history.pop_back();
     // The partner finished the other part of `whole`.
-    Range other = current.begin == whole.begin ? Range{current.end, whole.end} : Range{whole.begin, current.begin};
+    Range other = current.begin == whole.begin ? Range{current.end, whole.end}
+                                               : Range{whole.begin, current.begin};
     CC_TRY(ctx.exchange(partner, data + ctx.bytes(current.begin), current.size(), partner,
                         data + ctx.bytes(other.begin), other.size()));
     current = whole;

@@ -16,7 +16,7 @@ struct Hierarchy {
   std::vector<int> local;    // the ranks on this host, ascending; local[0] leads
   std::vector<int> leaders;  // every host's leader, ascending
   int localIndex = 0;
-  int leaderIndex = -1;      // this rank's place among the leaders, -1 if it is not one
+  int leaderIndex = -1;  // this rank's place among the leaders, -1 if it is not one
 };
 
 Hierarchy hierarchyOf(const comm::Communicator& comm) {
@@ -28,7 +28,8 @@ Hierarchy hierarchyOf(const comm::Communicator& comm) {
       h.local.push_back(r);
     }
     bool first = true;
-    for (int earlier = 0; earlier < r && first; ++earlier) first = comm.hostOf(earlier) != comm.hostOf(r);
+    for (int earlier = 0; earlier < r && first; ++earlier)
+      first = comm.hostOf(earlier) != comm.hostOf(r);
     if (first) {
       if (r == comm.rank()) h.leaderIndex = static_cast<int>(h.leaders.size());
       h.leaders.push_back(r);
@@ -49,7 +50,8 @@ Status hierarchicalAllReduce(const Context& ctx) {
   const Hierarchy h = hierarchyOf(ctx.comm());
   const int localSize = static_cast<int>(h.local.size());
   const int towardLeader = h.localIndex > 0 ? h.local[static_cast<size_t>(h.localIndex - 1)] : -1;
-  const int away = h.localIndex + 1 < localSize ? h.local[static_cast<size_t>(h.localIndex + 1)] : -1;
+  const int away =
+      h.localIndex + 1 < localSize ? h.local[static_cast<size_t>(h.localIndex + 1)] : -1;
 
   // 1. Within the host, toward the leader (who ends with the host's sum in recv).
   CC_TRY(chainReduceAlong(ctx, towardLeader, away, args.send, args.recv, args.count));

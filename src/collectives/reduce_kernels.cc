@@ -53,7 +53,8 @@ inline uint16_t floatToHalfBits(float value) {
   uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   uint32_t magnitude = bits & 0x7fffffffu;
   if (magnitude >= 0x7f800000u) {  // inf or NaN (NaN stays NaN: keep a mantissa bit)
-    return static_cast<uint16_t>(sign | 0x7c00u | (magnitude > 0x7f800000u ? 0x200u | ((magnitude >> 13) & 0x3ffu) : 0));
+    return static_cast<uint16_t>(
+        sign | 0x7c00u | (magnitude > 0x7f800000u ? 0x200u | ((magnitude >> 13) & 0x3ffu) : 0));
   }
   if (magnitude >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
   if (magnitude < 0x38800000u) {
@@ -87,7 +88,8 @@ inline float bfloatBitsToFloat(uint16_t h) {
 inline uint16_t floatToBfloatBits(float value) {
   uint32_t bits;
   std::memcpy(&bits, &value, sizeof(bits));
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);  // quiet NaN
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((bits >> 16) | 0x40u);  // quiet NaN
   bits += 0x7fffu + ((bits >> 16) & 1u);
   return static_cast<uint16_t>(bits >> 16);
 }
@@ -136,7 +138,8 @@ struct OpProd {
   static A apply(A a, A b) {
     using U = Arithmetic<A>;
     if constexpr (std::is_integral_v<A> && sizeof(A) < sizeof(unsigned)) {
-      return static_cast<A>(static_cast<unsigned>(static_cast<U>(a)) * static_cast<unsigned>(static_cast<U>(b)));
+      return static_cast<A>(static_cast<unsigned>(static_cast<U>(a)) *
+                            static_cast<unsigned>(static_cast<U>(b)));
     } else {
       return static_cast<A>(static_cast<U>(a) * static_cast<U>(b));
     }
@@ -181,8 +184,9 @@ namespace avx2 {
 #endif
 
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c,fma"))), \
-                             apply_to = function)
+#pragma clang attribute push(                                                    \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c,fma"))), \
+    apply_to = function)
 #else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c,fma")
@@ -233,20 +237,27 @@ void divideAll(T* data, size_t count, int divisor) {
 
 bool isaSupported(Isa isa) {
   switch (isa) {
-    case Isa::kGeneric: return true;
-    case Isa::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+    case Isa::kGeneric:
+      return true;
+    case Isa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+             __builtin_cpu_supports("fma");
     case Isa::kAvx512:
-      return isaSupported(Isa::kAvx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+      return isaSupported(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512dq");
   }
   return false;
 }
 
 const char* isaName(Isa isa) {
   switch (isa) {
-    case Isa::kGeneric: return "generic";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
+    case Isa::kGeneric:
+      return "generic";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
   }
   return "?";
 }
@@ -258,9 +269,12 @@ Isa activeIsa() {
 
 ReduceKernel reduceKernelFor(Isa isa, ccDataType_t type, ccRedOp_t op) {
   switch (isa) {
-    case Isa::kGeneric: return generic::kernelFor(type, op);
-    case Isa::kAvx2: return avx2::kernelFor(type, op);
-    case Isa::kAvx512: return avx512::kernelFor(type, op);
+    case Isa::kGeneric:
+      return generic::kernelFor(type, op);
+    case Isa::kAvx2:
+      return avx2::kernelFor(type, op);
+    case Isa::kAvx512:
+      return avx512::kernelFor(type, op);
   }
   return nullptr;
 }
@@ -271,7 +285,8 @@ ReduceKernel reduceKernel(ccDataType_t type, ccRedOp_t op) {
     std::array<std::array<ReduceKernel, ccNumOps>, ccNumTypes> kernels{};
     for (int t = 0; t < ccNumTypes; ++t) {
       for (int o = 0; o < ccNumOps; ++o) {
-        kernels[t][o] = reduceKernelFor(activeIsa(), static_cast<ccDataType_t>(t), static_cast<ccRedOp_t>(o));
+        kernels[t][o] =
+            reduceKernelFor(activeIsa(), static_cast<ccDataType_t>(t), static_cast<ccRedOp_t>(o));
       }
     }
     return kernels;
@@ -281,17 +296,38 @@ ReduceKernel reduceKernel(ccDataType_t type, ccRedOp_t op) {
 
 void divideForAverage(void* data, size_t count, ccDataType_t type, int divisor) {
   switch (type) {
-    case ccInt8: divideAll(static_cast<int8_t*>(data), count, divisor); break;
-    case ccUint8: divideAll(static_cast<uint8_t*>(data), count, divisor); break;
-    case ccInt32: divideAll(static_cast<int32_t*>(data), count, divisor); break;
-    case ccUint32: divideAll(static_cast<uint32_t*>(data), count, divisor); break;
-    case ccInt64: divideAll(static_cast<int64_t*>(data), count, divisor); break;
-    case ccUint64: divideAll(static_cast<uint64_t*>(data), count, divisor); break;
-    case ccFloat16: divideAll(static_cast<Half*>(data), count, divisor); break;
-    case ccFloat32: divideAll(static_cast<float*>(data), count, divisor); break;
-    case ccFloat64: divideAll(static_cast<double*>(data), count, divisor); break;
-    case ccBfloat16: divideAll(static_cast<Bfloat16*>(data), count, divisor); break;
-    default: break;
+    case ccInt8:
+      divideAll(static_cast<int8_t*>(data), count, divisor);
+      break;
+    case ccUint8:
+      divideAll(static_cast<uint8_t*>(data), count, divisor);
+      break;
+    case ccInt32:
+      divideAll(static_cast<int32_t*>(data), count, divisor);
+      break;
+    case ccUint32:
+      divideAll(static_cast<uint32_t*>(data), count, divisor);
+      break;
+    case ccInt64:
+      divideAll(static_cast<int64_t*>(data), count, divisor);
+      break;
+    case ccUint64:
+      divideAll(static_cast<uint64_t*>(data), count, divisor);
+      break;
+    case ccFloat16:
+      divideAll(static_cast<Half*>(data), count, divisor);
+      break;
+    case ccFloat32:
+      divideAll(static_cast<float*>(data), count, divisor);
+      break;
+    case ccFloat64:
+      divideAll(static_cast<double*>(data), count, divisor);
+      break;
+    case ccBfloat16:
+      divideAll(static_cast<Bfloat16*>(data), count, divisor);
+      break;
+    default:
+      break;
   }
 }
 
@@ -302,38 +338,66 @@ uint16_t floatToBfloat16(float value) { return floatToBfloatBits(value); }
 
 size_t dataTypeSize(ccDataType_t type) {
   switch (type) {
-    case ccInt8: case ccUint8: return 1;
-    case ccFloat16: case ccBfloat16: return 2;
-    case ccInt32: case ccUint32: case ccFloat32: return 4;
-    case ccInt64: case ccUint64: case ccFloat64: return 8;
-    default: return 0;
+    case ccInt8:
+    case ccUint8:
+      return 1;
+    case ccFloat16:
+    case ccBfloat16:
+      return 2;
+    case ccInt32:
+    case ccUint32:
+    case ccFloat32:
+      return 4;
+    case ccInt64:
+    case ccUint64:
+    case ccFloat64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
 const char* dataTypeName(ccDataType_t type) {
   switch (type) {
-    case ccInt8: return "int8";
-    case ccUint8: return "uint8";
-    case ccInt32: return "int32";
-    case ccUint32: return "uint32";
-    case ccInt64: return "int64";
-    case ccUint64: return "uint64";
-    case ccFloat16: return "half";
-    case ccFloat32: return "float";
-    case ccFloat64: return "double";
-    case ccBfloat16: return "bfloat16";
-    default: return "?";
+    case ccInt8:
+      return "int8";
+    case ccUint8:
+      return "uint8";
+    case ccInt32:
+      return "int32";
+    case ccUint32:
+      return "uint32";
+    case ccInt64:
+      return "int64";
+    case ccUint64:
+      return "uint64";
+    case ccFloat16:
+      return "half";
+    case ccFloat32:
+      return "float";
+    case ccFloat64:
+      return "double";
+    case ccBfloat16:
+      return "bfloat16";
+    default:
+      return "?";
   }
 }
 
 const char* redOpName(ccRedOp_t op) {
   switch (op) {
-    case ccSum: return "sum";
-    case ccProd: return "prod";
-    case ccMax: return "max";
-    case ccMin: return "min";
-    case ccAvg: return "avg";
-    default: return "?";
+    case ccSum:
+      return "sum";
+    case ccProd:
+      return "prod";
+    case ccMax:
+      return "max";
+    case ccMin:
+      return "min";
+    case ccAvg:
+      return "avg";
+    default:
+      return "?";
   }
 }
 

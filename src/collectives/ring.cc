@@ -48,8 +48,8 @@ Blocks strided(size_t blockCount, int n) {
 // Block `index` of `source`, reduced over the ring, lands in `result`. Partial sums go
 // to `work` at their block's place when given (all-reduce: the receive buffer), else to
 // per-thread scratch.
-Status reduceScatterCore(const Context& ctx, const RingView& ring, const std::byte* source, std::byte* work,
-                         const Blocks& blocks, std::byte* result) {
+Status reduceScatterCore(const Context& ctx, const RingView& ring, const std::byte* source,
+                         std::byte* work, const Blocks& blocks, std::byte* result) {
   const int n = ring.size;
   const int r = ring.index;
   const int right = ring.rankAt(r + 1);
@@ -61,9 +61,11 @@ Status reduceScatterCore(const Context& ctx, const RingView& ring, const std::by
     for (int s = 0; s < n - 1; ++s) {
       int sendBlock = wrap(r - s - 1, n);
       int recvBlock = wrap(r - s - 2, n);
-      const std::byte* sendData = s == 0 ? source + ctx.bytes(blocks.at(sendBlock, offset)) : outgoing;
+      const std::byte* sendData =
+          s == 0 ? source + ctx.bytes(blocks.at(sendBlock, offset)) : outgoing;
       size_t recvCount = blocks.piece(recvBlock, offset, chunk);
-      CC_TRY(ctx.exchange(right, sendData, blocks.piece(sendBlock, offset, chunk), left, incoming, recvCount));
+      CC_TRY(ctx.exchange(right, sendData, blocks.piece(sendBlock, offset, chunk), left, incoming,
+                          recvCount));
       std::byte* dst = nullptr;
       if (s == n - 2) {
         dst = result + ctx.bytes(offset);
@@ -80,7 +82,8 @@ Status reduceScatterCore(const Context& ctx, const RingView& ring, const std::by
 }
 
 // Every block of `buffer` everywhere, given that block `rank` is in place.
-Status allGatherCore(const Context& ctx, const RingView& ring, std::byte* buffer, const Blocks& blocks) {
+Status allGatherCore(const Context& ctx, const RingView& ring, std::byte* buffer,
+                     const Blocks& blocks) {
   const int n = ring.size;
   const int r = ring.index;
   const size_t chunk = ctx.chunkElements();
@@ -90,7 +93,8 @@ Status allGatherCore(const Context& ctx, const RingView& ring, std::byte* buffer
       int recvBlock = wrap(r - s - 1, n);
       CC_TRY(ctx.exchange(ring.rankAt(r + 1), buffer + ctx.bytes(blocks.at(sendBlock, offset)),
                           blocks.piece(sendBlock, offset, chunk), ring.rankAt(r - 1),
-                          buffer + ctx.bytes(blocks.at(recvBlock, offset)), blocks.piece(recvBlock, offset, chunk)));
+                          buffer + ctx.bytes(blocks.at(recvBlock, offset)),
+                          blocks.piece(recvBlock, offset, chunk)));
     }
   }
   return Status::ok();
@@ -128,7 +132,8 @@ Status ringAllReduce(const Context& ctx) {
 Status ringReduceScatter(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
   RingView ring = plannedRing(ctx);
-  return reduceScatterCore(ctx, ring, args.send, nullptr, stridedInRingOrder(args.count, ring), args.recv);
+  return reduceScatterCore(ctx, ring, args.send, nullptr, stridedInRingOrder(args.count, ring),
+                           args.recv);
 }
 
 Status ringAllGather(const Context& ctx) {
@@ -140,7 +145,8 @@ Status ringAllGather(const Context& ctx) {
 
 // Rank order from the root: position v = rank - root. Chunk t travels from v-1 to v
 // while chunk t-1 travels from v to v+1.
-Status chainBroadcastAlong(const Context& ctx, int prev, int next, std::byte* buffer, size_t count) {
+Status chainBroadcastAlong(const Context& ctx, int prev, int next, std::byte* buffer,
+                           size_t count) {
   const size_t chunk = ctx.chunkElements();
   const size_t chunks = (count + chunk - 1) / chunk;
   const bool isHead = prev < 0;
@@ -151,9 +157,10 @@ Status chainBroadcastAlong(const Context& ctx, int prev, int next, std::byte* bu
     bool receiving = !isHead && t < chunks;
     bool sending = next >= 0 && (isHead ? t < chunks : t > 0);
     size_t sendChunk = isHead ? t : t - 1;
-    CC_TRY(ctx.exchange(sending ? next : -1, sending ? buffer + ctx.bytes(sendChunk * chunk) : nullptr,
-                        sending ? length(sendChunk) : 0, receiving ? prev : -1,
-                        receiving ? buffer + ctx.bytes(t * chunk) : nullptr, receiving ? length(t) : 0));
+    CC_TRY(ctx.exchange(
+        sending ? next : -1, sending ? buffer + ctx.bytes(sendChunk * chunk) : nullptr,
+        sending ? length(sendChunk) : 0, receiving ? prev : -1,
+        receiving ? buffer + ctx.bytes(t * chunk) : nullptr, receiving ? length(t) : 0));
   }
   return Status::ok();
 }
@@ -170,8 +177,8 @@ Status chainBroadcast(const Context& ctx) {
 
 // Partial results flow from the far end of the chain toward the root: position v adds
 // its own chunk to what v+1 sent and passes it to v-1.
-Status chainReduceAlong(const Context& ctx, int towardRoot, int away, const std::byte* source, std::byte* result,
-                        size_t count) {
+Status chainReduceAlong(const Context& ctx, int towardRoot, int away, const std::byte* source,
+                        std::byte* result, size_t count) {
   const size_t chunk = ctx.chunkElements();
   const size_t chunks = (count + chunk - 1) / chunk;
   const bool isRoot = towardRoot < 0;
@@ -181,11 +188,12 @@ Status chainReduceAlong(const Context& ctx, int towardRoot, int away, const std:
   for (size_t t = 0; t <= chunks; ++t) {
     bool receiving = away >= 0 && t < chunks;
     bool sending = !isRoot && t > 0;
-    CC_TRY(ctx.exchange(sending ? towardRoot : -1, finished, sending ? length(t - 1) : 0, receiving ? away : -1,
-                        incoming, receiving ? length(t) : 0));
+    CC_TRY(ctx.exchange(sending ? towardRoot : -1, finished, sending ? length(t - 1) : 0,
+                        receiving ? away : -1, incoming, receiving ? length(t) : 0));
     if (t == chunks) break;
     const std::byte* own = source + ctx.bytes(t * chunk);
-    std::byte* dst = isRoot ? result + ctx.bytes(t * chunk) : ctx.scratch(1 + static_cast<int>(t % 2), chunk);
+    std::byte* dst =
+        isRoot ? result + ctx.bytes(t * chunk) : ctx.scratch(1 + static_cast<int>(t % 2), chunk);
     if (away >= 0) {
       ctx.reduce(dst, own, incoming, length(t));
     } else if (isRoot) {

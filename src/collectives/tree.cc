@@ -73,7 +73,8 @@ const topology::Tree* plannedTree(const Context& ctx, size_t which) {
 }
 
 TreeLinks linksIn(const topology::Tree& tree, int rank) {
-  return TreeLinks{tree.parent[static_cast<size_t>(rank)], tree.children[static_cast<size_t>(rank)]};
+  return TreeLinks{tree.parent[static_cast<size_t>(rank)],
+                   tree.children[static_cast<size_t>(rank)]};
 }
 
 // The reduction of every job (one tree each; callers pass trees that cannot wait on one
@@ -91,7 +92,8 @@ Status reduceJobs(const Context& ctx, std::vector<TreeJob>& jobs) {
   for (size_t j = 0; j < jobs.size(); ++j) {
     size_t fanIn = jobs[j].links.children.size();
     std::byte* childData = ctx.scratch(jobs[j].scratchBase + 2, chunk * std::max<size_t>(1, fanIn));
-    for (size_t c = 0; c < fanIn; ++c) states[j].incoming.push_back(childData + ctx.bytes(c * chunk));
+    for (size_t c = 0; c < fanIn; ++c)
+      states[j].incoming.push_back(childData + ctx.bytes(c * chunk));
   }
   std::vector<comm::PointToPoint> messages;
   std::vector<const void*> sources;
@@ -103,26 +105,29 @@ Status reduceJobs(const Context& ctx, std::vector<TreeJob>& jobs) {
       if (t < chunks) {
         size_t length = std::min(chunk, job.count - t * chunk);
         for (size_t c = 0; c < job.links.children.size(); ++c) {
-          messages.push_back(ctx.message(false, job.links.children[c], states[j].incoming[c], length));
+          messages.push_back(
+              ctx.message(false, job.links.children[c], states[j].incoming[c], length));
         }
       }
       if (job.links.parent >= 0 && t > 0 && t <= chunks) {
-        messages.push_back(
-            ctx.message(true, job.links.parent, states[j].finished, std::min(chunk, job.count - (t - 1) * chunk)));
+        messages.push_back(ctx.message(true, job.links.parent, states[j].finished,
+                                       std::min(chunk, job.count - (t - 1) * chunk)));
       }
       CC_TRY(ctx.run(messages));
       if (t >= chunks) continue;
       size_t length = std::min(chunk, job.count - t * chunk);
       const std::byte* own = job.source + ctx.bytes(t * chunk);
       if (job.links.children.empty()) {
-        if (job.links.parent < 0) ctx.copy(job.buffer + ctx.bytes(t * chunk), own, length);  // a tree of one
+        if (job.links.parent < 0)
+          ctx.copy(job.buffer + ctx.bytes(t * chunk), own, length);  // a tree of one
         states[j].finished = own;
         continue;
       }
       sources.assign(1, own);
       for (std::byte* child : states[j].incoming) sources.push_back(child);
-      std::byte* dst = job.links.parent < 0 ? job.buffer + ctx.bytes(t * chunk)
-                                            : ctx.scratch(job.scratchBase + static_cast<int>(t % 2), chunk);
+      std::byte* dst = job.links.parent < 0
+                           ? job.buffer + ctx.bytes(t * chunk)
+                           : ctx.scratch(job.scratchBase + static_cast<int>(t % 2), chunk);
       ctx.reduceMany(dst, sources.data(), static_cast<int>(sources.size()), length);
       states[j].finished = dst;
     }
@@ -144,12 +149,14 @@ Status broadcastJobs(const Context& ctx, const std::vector<TreeJob>& jobs) {
       const bool isRoot = job.links.parent < 0;
       auto length = [&](size_t c) { return std::min(chunk, job.count - c * chunk); };
       if (!isRoot && t < chunks) {
-        messages.push_back(ctx.message(false, job.links.parent, job.buffer + ctx.bytes(t * chunk), length(t)));
+        messages.push_back(
+            ctx.message(false, job.links.parent, job.buffer + ctx.bytes(t * chunk), length(t)));
       }
       size_t forward = isRoot ? t : t - 1;
       if ((isRoot && t < chunks) || (!isRoot && t > 0 && t <= chunks)) {
         for (int child : job.links.children) {
-          messages.push_back(ctx.message(true, child, job.buffer + ctx.bytes(forward * chunk), length(forward)));
+          messages.push_back(
+              ctx.message(true, child, job.buffer + ctx.bytes(forward * chunk), length(forward)));
         }
       }
       CC_TRY(ctx.run(messages));
@@ -163,20 +170,23 @@ Status broadcastJobs(const Context& ctx, const std::vector<TreeJob>& jobs) {
 Status treeBroadcast(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
   if (ctx.rank() == args.root) ctx.copy(args.recv, args.send, args.count);
-  std::vector<TreeJob> jobs{{binomialLinks(ctx.rank(), args.root, ctx.size()), nullptr, args.recv, args.count, 0}};
+  std::vector<TreeJob> jobs{
+      {binomialLinks(ctx.rank(), args.root, ctx.size()), nullptr, args.recv, args.count, 0}};
   return broadcastJobs(ctx, jobs);
 }
 
 Status treeReduce(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
-  std::vector<TreeJob> jobs{{binomialLinks(ctx.rank(), args.root, ctx.size()), args.send, args.recv, args.count, 0}};
+  std::vector<TreeJob> jobs{
+      {binomialLinks(ctx.rank(), args.root, ctx.size()), args.send, args.recv, args.count, 0}};
   return reduceJobs(ctx, jobs);
 }
 
 Status treeAllReduce(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
   const topology::Tree* planned = plannedTree(ctx, 0);
-  TreeLinks links = planned != nullptr ? linksIn(*planned, ctx.rank()) : binomialLinks(ctx.rank(), 0, ctx.size());
+  TreeLinks links =
+      planned != nullptr ? linksIn(*planned, ctx.rank()) : binomialLinks(ctx.rank(), 0, ctx.size());
   std::vector<TreeJob> jobs{{std::move(links), args.send, args.recv, args.count, 0}};
   CC_TRY(reduceJobs(ctx, jobs));
   return broadcastJobs(ctx, jobs);
@@ -195,10 +205,11 @@ Status doubleBinaryTreeAllReduce(const Context& ctx) {
   const topology::Tree* plannedB = plannedTree(ctx, 1);
   const bool planned = plannedA != nullptr && plannedB != nullptr;
   TreeLinks linksA = planned ? linksIn(*plannedA, r) : heapLinks(r, n, [](int p) { return p; });
-  TreeLinks linksB = planned ? linksIn(*plannedB, r) : heapLinks(n - 1 - r, n, [n](int p) { return n - 1 - p; });
+  TreeLinks linksB =
+      planned ? linksIn(*plannedB, r) : heapLinks(n - 1 - r, n, [n](int p) { return n - 1 - p; });
   std::vector<TreeJob> treeA{{std::move(linksA), args.send, args.recv, half, 0}};
-  std::vector<TreeJob> treeB{{std::move(linksB), args.send + ctx.bytes(half), args.recv + ctx.bytes(half),
-                              args.count - half, 3}};
+  std::vector<TreeJob> treeB{{std::move(linksB), args.send + ctx.bytes(half),
+                              args.recv + ctx.bytes(half), args.count - half, 3}};
   CC_TRY(reduceJobs(ctx, treeA));
   CC_TRY(reduceJobs(ctx, treeB));
   CC_TRY(broadcastJobs(ctx, treeA));

@@ -17,13 +17,13 @@ namespace cc::collectives {
 namespace {
 
 struct Link {
-  double alphaMicros;     // per point-to-point step
-  double bytesPerMicro;   // per step, one direction
+  double alphaMicros;    // per point-to-point step
+  double bytesPerMicro;  // per step, one direction
 };
 constexpr Link kShmLink{1.5, 4000.0};
 constexpr Link kTcpLink{40.0, 2500.0};
-constexpr double kDirectSyncMicros = 0.4;   // one flag handshake in shared memory
-constexpr double kCopyBytesPerMicro = 9000.0;  // memcpy into or out of staging, per rank
+constexpr double kDirectSyncMicros = 0.4;        // one flag handshake in shared memory
+constexpr double kCopyBytesPerMicro = 9000.0;    // memcpy into or out of staging, per rank
 constexpr double kReduceBytesPerMicro = 8000.0;  // output bytes of a two-input reduction
 
 constexpr size_t kMinChunkBytes = 32 << 10;
@@ -43,8 +43,8 @@ double log2Ceil(int n) { return std::ceil(std::log2(static_cast<double>(std::max
 // Predicted microseconds; `bytes` is the user-visible size: the vector for all-reduce,
 // broadcast and reduce; the whole output (all-gather) or input (reduce-scatter,
 // all-to-all) otherwise.
-double cost(Algorithm algorithm, CollectiveKind kind, int n, double bytes, const Link& link, size_t chunkBytes,
-            bool oneShot) {
+double cost(Algorithm algorithm, CollectiveKind kind, int n, double bytes, const Link& link,
+            size_t chunkBytes, bool oneShot) {
   const double a = link.alphaMicros;
   const double b = link.bytesPerMicro;
   const double g = kReduceBytesPerMicro;
@@ -56,8 +56,11 @@ double cost(Algorithm algorithm, CollectiveKind kind, int n, double bytes, const
   switch (kind) {
     case CollectiveKind::kAllReduce:
       switch (algorithm) {
-        case Algorithm::kRing: return 2 * (n - 1) * a * std::max(1.0, chunks / n) + 2 * share * bytes / b + share * bytes / g;
-        case Algorithm::kTree: return 2 * (d + chunks - 1) * (a + bytes / chunks * d / b) + bytes / g;
+        case Algorithm::kRing:
+          return 2 * (n - 1) * a * std::max(1.0, chunks / n) + 2 * share * bytes / b +
+                 share * bytes / g;
+        case Algorithm::kTree:
+          return 2 * (d + chunks - 1) * (a + bytes / chunks * d / b) + bytes / g;
         case Algorithm::kDoubleBinaryTree: {
           // Two trees of depth ~log2(n), each with half the vector; a node sends to two
           // children in one tree and one parent in the other per step.
@@ -80,17 +83,22 @@ double cost(Algorithm algorithm, CollectiveKind kind, int n, double bytes, const
         case Algorithm::kDirect:
           if (oneShot) return 2 * kDirectSyncMicros * rounds + bytes / m + (n - 1) * bytes / g;
           return 3 * kDirectSyncMicros * rounds + (2 * share + 1.0 / n) * bytes / m + bytes / g;
-        default: break;
+        default:
+          break;
       }
       break;
     case CollectiveKind::kBroadcast:
     case CollectiveKind::kReduce: {
       double reduce = kind == CollectiveKind::kReduce ? bytes / g : 0;
       switch (algorithm) {
-        case Algorithm::kTree: return (d + chunks - 1) * (a + bytes / chunks * d / b) + reduce;
-        case Algorithm::kRing: return (n - 1 + chunks - 1) * (a + bytes / chunks / b) + reduce;
-        case Algorithm::kDirect: return 2 * kDirectSyncMicros * rounds + 2 * bytes / m + reduce;
-        default: break;
+        case Algorithm::kTree:
+          return (d + chunks - 1) * (a + bytes / chunks * d / b) + reduce;
+        case Algorithm::kRing:
+          return (n - 1 + chunks - 1) * (a + bytes / chunks / b) + reduce;
+        case Algorithm::kDirect:
+          return 2 * kDirectSyncMicros * rounds + 2 * bytes / m + reduce;
+        default:
+          break;
       }
       break;
     }
@@ -98,18 +106,25 @@ double cost(Algorithm algorithm, CollectiveKind kind, int n, double bytes, const
     case CollectiveKind::kReduceScatter: {
       double reduce = kind == CollectiveKind::kReduceScatter ? bytes / n / g * (n - 1) : 0;
       switch (algorithm) {
-        case Algorithm::kRing: return (n - 1) * a * std::max(1.0, chunks / n) + share * bytes / b + reduce;
-        case Algorithm::kDirect: return 2 * kDirectSyncMicros * rounds + (share + 1.0 / n) * bytes / m + reduce;
-        default: break;
+        case Algorithm::kRing:
+          return (n - 1) * a * std::max(1.0, chunks / n) + share * bytes / b + reduce;
+        case Algorithm::kDirect:
+          return 2 * kDirectSyncMicros * rounds + (share + 1.0 / n) * bytes / m + reduce;
+        default:
+          break;
       }
       break;
     }
     case CollectiveKind::kAllToAll:
       switch (algorithm) {
-        case Algorithm::kPairwise: return (n - 1) * a + share * bytes / b;
-        case Algorithm::kBruck: return d * a + d * bytes / 2 / b + 2 * bytes / m;
-        case Algorithm::kDirect: return 2 * kDirectSyncMicros * rounds + 2 * share * bytes / m;
-        default: break;
+        case Algorithm::kPairwise:
+          return (n - 1) * a + share * bytes / b;
+        case Algorithm::kBruck:
+          return d * a + d * bytes / 2 / b + 2 * bytes / m;
+        case Algorithm::kDirect:
+          return 2 * kDirectSyncMicros * rounds + 2 * share * bytes / m;
+        default:
+          break;
       }
       break;
     case CollectiveKind::kAllToAllv:
@@ -125,13 +140,15 @@ double userBytes(const comm::Communicator& comm, const CollectiveArgs& args) {
   switch (args.kind) {
     case CollectiveKind::kAllGather:
     case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllToAll: return count * element * comm.size();
+    case CollectiveKind::kAllToAll:
+      return count * element * comm.size();
     case CollectiveKind::kAllToAllv: {
       double total = 0;
       for (size_t c : args.sendCounts) total += static_cast<double>(c);
       return total * element;
     }
-    default: return count * element;
+    default:
+      return count * element;
   }
 }
 
@@ -148,18 +165,29 @@ Candidates candidates(const comm::Communicator& comm, CollectiveKind kind) {
       add(Algorithm::kDoubleBinaryTree);
       break;
     case CollectiveKind::kBroadcast:
-    case CollectiveKind::kReduce: add(Algorithm::kRing); add(Algorithm::kTree); break;
+    case CollectiveKind::kReduce:
+      add(Algorithm::kRing);
+      add(Algorithm::kTree);
+      break;
     case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter: add(Algorithm::kRing); break;
-    case CollectiveKind::kAllToAll: add(Algorithm::kPairwise); add(Algorithm::kBruck); break;
-    case CollectiveKind::kAllToAllv: add(Algorithm::kPairwise); break;
+    case CollectiveKind::kReduceScatter:
+      add(Algorithm::kRing);
+      break;
+    case CollectiveKind::kAllToAll:
+      add(Algorithm::kPairwise);
+      add(Algorithm::kBruck);
+      break;
+    case CollectiveKind::kAllToAllv:
+      add(Algorithm::kPairwise);
+      break;
   }
   if (kind != CollectiveKind::kAllToAllv && directAvailable(comm)) add(Algorithm::kDirect);
   if (kind == CollectiveKind::kAllReduce && hierarchyUseful(comm)) add(Algorithm::kHierarchical);
   return result;
 }
 
-Choice choose(const comm::Communicator& comm, const CollectiveArgs& args, Algorithm forced, size_t forcedChunkBytes) {
+Choice choose(const comm::Communicator& comm, const CollectiveArgs& args, Algorithm forced,
+              size_t forcedChunkBytes) {
   const int n = comm.size();
   const double bytes = userBytes(comm, args);
   const Link link = linkOf(comm);
@@ -180,9 +208,11 @@ Choice choose(const comm::Communicator& comm, const CollectiveArgs& args, Algori
     }
     if (algorithm == Algorithm::kDirect) {
       chunk = std::min(chunk, directStagingHalfBytes(comm));
-      oneShot = args.kind == CollectiveKind::kAllReduce && (bytes <= kOneShotBytes || args.count < static_cast<size_t>(n));
+      oneShot = args.kind == CollectiveKind::kAllReduce &&
+                (bytes <= kOneShotBytes || args.count < static_cast<size_t>(n));
     }
-    double predicted = cost(algorithm, args.kind, n, bytes, link, std::max<size_t>(chunk, 1), oneShot);
+    double predicted =
+        cost(algorithm, args.kind, n, bytes, link, std::max<size_t>(chunk, 1), oneShot);
     if (explain) considered += fmt::format(" {}={:.1f}us", algorithmName(algorithm), predicted);
     bool take = forced == Algorithm::kAuto ? predicted < best.predictedMicros : algorithm == forced;
     if (take) {
@@ -196,14 +226,16 @@ Choice choose(const comm::Communicator& comm, const CollectiveArgs& args, Algori
   if (best.predictedMicros == INFINITY && forced != Algorithm::kAuto) {
     // The forced algorithm cannot run this collective: decide as if CC_ALGO were unset.
     Choice fallback = choose(comm, args, Algorithm::kAuto, forcedChunkBytes);
-    fallback.why = fmt::format("CC_ALGO={} cannot run {} here; {}", algorithmName(forced), collectiveName(args.kind),
-                               fallback.why);
+    fallback.why = fmt::format("CC_ALGO={} cannot run {} here; {}", algorithmName(forced),
+                               collectiveName(args.kind), fallback.why);
     return fallback;
   }
   if (explain) {
-    best.why = forced != Algorithm::kAuto ? fmt::format("CC_ALGO={}", algorithmName(forced))
-                                          : fmt::format("cheapest by the cost model ({} link;{})",
-                                                        link.alphaMicros == kShmLink.alphaMicros ? "shm" : "tcp", considered);
+    best.why =
+        forced != Algorithm::kAuto
+            ? fmt::format("CC_ALGO={}", algorithmName(forced))
+            : fmt::format("cheapest by the cost model ({} link;{})",
+                          link.alphaMicros == kShmLink.alphaMicros ? "shm" : "tcp", considered);
   }
   return best;
 }

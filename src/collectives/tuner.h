@@ -14,7 +14,7 @@ struct Choice {
   size_t chunkBytes = 0;
   bool oneShot = false;  // direct all-reduce: one synchronisation, everyone reduces all
   double predictedMicros = 0;
-  std::string why;       // for CC_DEBUG=INFO
+  std::string why;  // for CC_DEBUG=INFO
 };
 
 // The algorithms that can run this collective on this communicator (no allocation:
@@ -30,6 +30,7 @@ Candidates candidates(const comm::Communicator& comm, CollectiveKind kind);
 // `forced`: CC_ALGO (kAuto: the model decides); `forcedChunkBytes`: CC_CHUNK_BYTES (0: the
 // model's). Deterministic: every rank with the same call and configuration chooses the
 // same, which the algorithms rely on.
-Choice choose(const comm::Communicator& comm, const CollectiveArgs& args, Algorithm forced, size_t forcedChunkBytes);
+Choice choose(const comm::Communicator& comm, const CollectiveArgs& args, Algorithm forced,
+              size_t forcedChunkBytes);
 
 }  // namespace cc::collectives

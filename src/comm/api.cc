@@ -67,7 +67,8 @@ Result<std::shared_ptr<Communicator>> lookup(ccComm_t handle, const char* name =
   if (handle == nullptr) return invalidArgument(std::string(name) + " is NULL");
   std::lock_guard lock(gHandlesMutex);
   if (gComms.count(handle) == 0) {
-    return invalidArgument(std::string(name) + " is not a live communicator (destroyed, aborted or never created)");
+    return invalidArgument(std::string(name) +
+                           " is not a live communicator (destroyed, aborted or never created)");
   }
   return handle->impl;
 }
@@ -91,7 +92,8 @@ int rawDataType(const ccDataType_t* type) {
 Result<std::shared_ptr<comm::Stream>> lookupStream(ccStream_t handle) {
   if (handle == nullptr) return std::shared_ptr<comm::Stream>();
   std::lock_guard lock(gHandlesMutex);
-  if (gStreams.count(handle) == 0) return invalidArgument("stream is not a live ccStream_t (destroyed or never created)");
+  if (gStreams.count(handle) == 0)
+    return invalidArgument("stream is not a live ccStream_t (destroyed or never created)");
   return handle->impl;
 }
 
@@ -124,7 +126,8 @@ size_t typeSize(int type) {
 
 Result<size_t> byteCount(size_t count, int type) {
   size_t size = typeSize(type);
-  if (size == 0) return invalidArgument("datatype " + std::to_string(type) + " is not a ccDataType_t");
+  if (size == 0)
+    return invalidArgument("datatype " + std::to_string(type) + " is not a ccDataType_t");
   if (count > SIZE_MAX / size) {
     return invalidArgument("count " + std::to_string(count) + " of " + std::to_string(size) +
                            "-byte elements overflows size_t");
@@ -156,8 +159,9 @@ Status launch(std::vector<GroupedOp> ops) {
   std::shared_ptr<comm::Stream> stream = ops.front().stream;
   for (const GroupedOp& op : ops) {
     if (op.stream != stream) {
-      return invalidUsage("the operations of one group use different streams; cc runs a group as one unit on one "
-                          "stream (use one stream, or one group per stream)");
+      return invalidUsage(
+          "the operations of one group use different streams; cc runs a group as one unit on one "
+          "stream (use one stream, or one group per stream)");
     }
   }
   std::vector<std::shared_ptr<Communicator>> comms;
@@ -188,7 +192,8 @@ Status launch(std::vector<GroupedOp> ops) {
 }
 
 Status pointToPoint(bool isSend, const void* buffer, size_t count, int type, int peer,
-                    const std::shared_ptr<Communicator>& comm, ccComm_t handle, ccStream_t streamHandle) {
+                    const std::shared_ptr<Communicator>& comm, ccComm_t handle,
+                    ccStream_t streamHandle) {
   const char* call = isSend ? "ccSend" : "ccRecv";
   if (!comm) {
     Status missing = lookup(handle).status();
@@ -196,16 +201,17 @@ Status pointToPoint(bool isSend, const void* buffer, size_t count, int type, int
   }
   CC_ASSIGN_OR_RETURN(size_t bytes, byteCount(count, type));
   if (buffer == nullptr && bytes > 0) {
-    return invalidArgument(std::string(call) + ": " + (isSend ? "sendbuff" : "recvbuff") + " is NULL with count " +
-                           std::to_string(count));
+    return invalidArgument(std::string(call) + ": " + (isSend ? "sendbuff" : "recvbuff") +
+                           " is NULL with count " + std::to_string(count));
   }
   if (peer < 0 || peer >= comm->size()) {
-    return invalidArgument(std::string(call) + ": peer " + std::to_string(peer) + " is out of range for a communicator of " +
+    return invalidArgument(std::string(call) + ": peer " + std::to_string(peer) +
+                           " is out of range for a communicator of " +
                            std::to_string(comm->size()) + " ranks");
   }
   CC_ASSIGN_OR_RETURN(std::shared_ptr<comm::Stream> stream, lookupStream(streamHandle));
-  PointToPoint op{comm.get(), isSend, static_cast<std::byte*>(const_cast<void*>(buffer)), bytes, peer,
-                  isSend ? "send" : "recv"};
+  PointToPoint op{comm.get(), isSend, static_cast<std::byte*>(const_cast<void*>(buffer)),
+                  bytes,      peer,   isSend ? "send" : "recv"};
   if (gGroup.depth > 0) {
     gGroup.ops.push_back(GroupedOp{comm, op, stream});
     return Status::ok();
@@ -231,27 +237,32 @@ bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
 
 Result<size_t> multiply(size_t count, size_t factor, const char* what) {
   if (factor != 0 && count > SIZE_MAX / factor) {
-    return invalidArgument(std::string(what) + " " + std::to_string(count) + " times " + std::to_string(factor) +
-                           " overflows size_t");
+    return invalidArgument(std::string(what) + " " + std::to_string(count) + " times " +
+                           std::to_string(factor) + " overflows size_t");
   }
   return count * factor;
 }
 
 // Checks a collective call against the communicator; fills in nothing, only refuses.
-Status validateCollective(const char* call, const collectives::CollectiveArgs& args, int rawOp, const Communicator& comm) {
+Status validateCollective(const char* call, const collectives::CollectiveArgs& args, int rawOp,
+                          const Communicator& comm) {
   using collectives::CollectiveKind;
   const int n = comm.size();
   const int me = comm.rank();
   CC_ASSIGN_OR_RETURN(size_t bytes, byteCount(args.count, static_cast<int>(args.type)));
-  const bool reduces = args.kind == CollectiveKind::kAllReduce || args.kind == CollectiveKind::kReduce ||
+  const bool reduces = args.kind == CollectiveKind::kAllReduce ||
+                       args.kind == CollectiveKind::kReduce ||
                        args.kind == CollectiveKind::kReduceScatter;
   if (reduces && (rawOp < 0 || rawOp >= ccNumOps)) {
-    return invalidArgument(std::string(call) + ": op " + std::to_string(rawOp) + " is not a ccRedOp_t");
+    return invalidArgument(std::string(call) + ": op " + std::to_string(rawOp) +
+                           " is not a ccRedOp_t");
   }
-  const bool rooted = args.kind == CollectiveKind::kBroadcast || args.kind == CollectiveKind::kReduce;
+  const bool rooted =
+      args.kind == CollectiveKind::kBroadcast || args.kind == CollectiveKind::kReduce;
   if (rooted && (args.root < 0 || args.root >= n)) {
     return invalidArgument(std::string(call) + ": root " + std::to_string(args.root) +
-                           " is out of range for a communicator of " + std::to_string(n) + " ranks");
+                           " is out of range for a communicator of " + std::to_string(n) +
+                           " ranks");
   }
   if (args.kind == CollectiveKind::kAllToAllv) return Status::ok();  // checked by the caller
   size_t sendBytes = bytes;
@@ -271,23 +282,31 @@ Status validateCollective(const char* call, const collectives::CollectiveArgs& a
   const bool needsSend = !(args.kind == CollectiveKind::kBroadcast && me != args.root);
   const bool needsRecv = !(args.kind == CollectiveKind::kReduce && me != args.root);
   if (needsSend && args.send == nullptr) {
-    return invalidArgument(std::string(call) + ": sendbuff is NULL with " + countName + " " + std::to_string(args.count));
+    return invalidArgument(std::string(call) + ": sendbuff is NULL with " + countName + " " +
+                           std::to_string(args.count));
   }
   if (needsRecv && args.recv == nullptr) {
-    return invalidArgument(std::string(call) + ": recvbuff is NULL with " + countName + " " + std::to_string(args.count));
+    return invalidArgument(std::string(call) + ": recvbuff is NULL with " + countName + " " +
+                           std::to_string(args.count));
   }
   if (!needsSend || !needsRecv) return Status::ok();
   const void* inPlaceSend = args.recv;
   const void* sendBase = args.send;
-  if (args.kind == CollectiveKind::kAllGather) inPlaceSend = args.recv + bytes * static_cast<size_t>(me);
-  if (args.kind == CollectiveKind::kReduceScatter) sendBase = args.send + bytes * static_cast<size_t>(me);
-  const bool inPlace = args.kind == CollectiveKind::kReduceScatter ? sendBase == args.recv : args.send == inPlaceSend;
-  if (args.kind == CollectiveKind::kAllToAll && overlaps(args.send, sendBytes, args.recv, recvBytes)) {
-    return invalidArgument(std::string(call) + ": sendbuff and recvbuff overlap; all-to-all is not done in place");
+  if (args.kind == CollectiveKind::kAllGather)
+    inPlaceSend = args.recv + bytes * static_cast<size_t>(me);
+  if (args.kind == CollectiveKind::kReduceScatter)
+    sendBase = args.send + bytes * static_cast<size_t>(me);
+  const bool inPlace = args.kind == CollectiveKind::kReduceScatter ? sendBase == args.recv
+                                                                   : args.send == inPlaceSend;
+  if (args.kind == CollectiveKind::kAllToAll &&
+      overlaps(args.send, sendBytes, args.recv, recvBytes)) {
+    return invalidArgument(std::string(call) +
+                           ": sendbuff and recvbuff overlap; all-to-all is not done in place");
   }
   if (!inPlace && overlaps(args.send, sendBytes, args.recv, recvBytes)) {
-    return invalidArgument(std::string(call) +
-                           ": sendbuff and recvbuff overlap without being the in-place layout (see cc.h)");
+    return invalidArgument(
+        std::string(call) +
+        ": sendbuff and recvbuff overlap without being the in-place layout (see cc.h)");
   }
   return Status::ok();
 }
@@ -295,12 +314,14 @@ Status validateCollective(const char* call, const collectives::CollectiveArgs& a
 // The common path of every collective entry point. The blocking call (NULL stream,
 // no group) keeps its arguments on the stack: no allocation on the hot path.
 template <typename Fill>
-ccResult_t collectiveEntry(const char* call, ccComm_t handle, ccStream_t streamHandle, int rawOp, Fill&& fill) {
+ccResult_t collectiveEntry(const char* call, ccComm_t handle, ccStream_t streamHandle, int rawOp,
+                           Fill&& fill) {
   std::shared_ptr<Communicator> comm = tryLookup(handle);
   ccResult_t result = guarded(comm.get(), [&]() -> Status {
     if (!comm) {
       Status missing = lookup(handle).status();
-      return (missing.isOk() ? invalidArgument("comm is not a live communicator") : missing).withContext(call);
+      return (missing.isOk() ? invalidArgument("comm is not a live communicator") : missing)
+          .withContext(call);
     }
     collectives::CollectiveArgs args;
     CC_TRY(fill(args, *comm));
@@ -308,7 +329,8 @@ ccResult_t collectiveEntry(const char* call, ccComm_t handle, ccStream_t streamH
     CC_ASSIGN_OR_RETURN(std::shared_ptr<comm::Stream> stream, lookupStream(streamHandle));
     Status status;
     if (gGroup.depth > 0 || stream != nullptr) {
-      GroupedOp grouped{comm, PointToPoint{}, stream, std::make_shared<collectives::CollectiveArgs>(std::move(args))};
+      GroupedOp grouped{comm, PointToPoint{}, stream,
+                        std::make_shared<collectives::CollectiveArgs>(std::move(args))};
       if (gGroup.depth > 0) {
         gGroup.ops.push_back(std::move(grouped));
         return Status::ok();
@@ -324,7 +346,8 @@ ccResult_t collectiveEntry(const char* call, ccComm_t handle, ccStream_t streamH
     if (status.isOk()) return status;
     return status.withContext(std::string(call) + " on rank " + std::to_string(comm->rank()));
   });
-  if (result != ccSuccess && gGroup.depth > 0 && gGroup.error.isOk()) gGroup.error = Status(result, gThreadLastError);
+  if (result != ccSuccess && gGroup.depth > 0 && gGroup.error.isOk())
+    gGroup.error = Status(result, gThreadLastError);
   return result;
 }
 
@@ -335,9 +358,10 @@ int rawRedOp(const ccRedOp_t* op) {
   return raw;
 }
 
-Status fillCommon(collectives::CollectiveArgs& args, const void* sendbuff, void* recvbuff, size_t count, int rawType,
-                  int rawOp, int root) {
-  if (typeSize(rawType) == 0) return invalidArgument("datatype " + std::to_string(rawType) + " is not a ccDataType_t");
+Status fillCommon(collectives::CollectiveArgs& args, const void* sendbuff, void* recvbuff,
+                  size_t count, int rawType, int rawOp, int root) {
+  if (typeSize(rawType) == 0)
+    return invalidArgument("datatype " + std::to_string(rawType) + " is not a ccDataType_t");
   args.send = static_cast<const std::byte*>(sendbuff);
   args.recv = static_cast<std::byte*>(recvbuff);
   args.count = count;
@@ -370,8 +394,10 @@ Status split(const std::shared_ptr<Communicator>& parent, int color, int key, cc
   int32_t mine[2] = {color, key};
   std::vector<PointToPoint> ops;
   for (int peer = 0; peer < n; ++peer) {
-    ops.push_back({parent.get(), true, reinterpret_cast<std::byte*>(mine), sizeof(mine), peer, "split"});
-    ops.push_back({parent.get(), false, reinterpret_cast<std::byte*>(&table[static_cast<size_t>(2 * peer)]),
+    ops.push_back(
+        {parent.get(), true, reinterpret_cast<std::byte*>(mine), sizeof(mine), peer, "split"});
+    ops.push_back({parent.get(), false,
+                   reinterpret_cast<std::byte*>(&table[static_cast<size_t>(2 * peer)]),
                    sizeof(mine), peer, "split"});
   }
   std::vector<int> members;
@@ -398,10 +424,13 @@ Status split(const std::shared_ptr<Communicator>& parent, int color, int key, cc
       CC_ASSIGN_OR_RETURN(id, bootstrap::startRoot(parent->config()));
       wire::encodeUniqueId(id, encoded);
       for (int member : members) {
-        if (member != me) idOps.push_back({parent.get(), true, reinterpret_cast<std::byte*>(encoded), sizeof(encoded), member, "split"});
+        if (member != me)
+          idOps.push_back({parent.get(), true, reinterpret_cast<std::byte*>(encoded),
+                           sizeof(encoded), member, "split"});
       }
     } else {
-      idOps.push_back({parent.get(), false, reinterpret_cast<std::byte*>(encoded), sizeof(encoded), members.front(), "split"});
+      idOps.push_back({parent.get(), false, reinterpret_cast<std::byte*>(encoded), sizeof(encoded),
+                       members.front(), "split"});
     }
     CC_TRY(comm::execute(idOps));
     if (members.front() != me) {
@@ -409,7 +438,8 @@ Status split(const std::shared_ptr<Communicator>& parent, int color, int key, cc
     }
   }
   int newRank = static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
-  CC_ASSIGN_OR_RETURN(auto child, Communicator::create(id, static_cast<int>(members.size()), newRank, parent->traceShared()));
+  CC_ASSIGN_OR_RETURN(auto child, Communicator::create(id, static_cast<int>(members.size()),
+                                                       newRank, parent->traceShared()));
   *out = publish(std::move(child));
   return Status::ok();
 }
@@ -435,15 +465,24 @@ ccResult_t ccGetVersion(int* version) {
 
 const char* ccGetErrorString(ccResult_t result) {
   switch (result) {
-    case ccSuccess: return "no error";
-    case ccSystemError: return "system error (a system call failed)";
-    case ccInternalError: return "internal error (a bug in cc)";
-    case ccInvalidArgument: return "invalid argument";
-    case ccInvalidUsage: return "invalid usage";
-    case ccRemoteError: return "remote error (a peer died or misbehaved)";
-    case ccInProgress: return "operation in progress";
-    case ccTimeout: return "timeout (nothing moved for CC_TIMEOUT_MS)";
-    default: return "unknown result code";
+    case ccSuccess:
+      return "no error";
+    case ccSystemError:
+      return "system error (a system call failed)";
+    case ccInternalError:
+      return "internal error (a bug in cc)";
+    case ccInvalidArgument:
+      return "invalid argument";
+    case ccInvalidUsage:
+      return "invalid usage";
+    case ccRemoteError:
+      return "remote error (a peer died or misbehaved)";
+    case ccInProgress:
+      return "operation in progress";
+    case ccTimeout:
+      return "timeout (nothing moved for CC_TIMEOUT_MS)";
+    default:
+      return "unknown result code";
   }
 }
 
@@ -471,14 +510,15 @@ ccResult_t ccCommInitRank(ccComm_t* comm, int nranks, ccUniqueId commId, int ran
     if (comm == nullptr) return invalidArgument("ccCommInitRank: comm is NULL");
     *comm = nullptr;
     if (nranks < 1 || nranks > wire::kMaxRanks) {
-      return invalidArgument("ccCommInitRank: nranks " + std::to_string(nranks) + " is out of range [1, " +
-                             std::to_string(wire::kMaxRanks) + "]");
+      return invalidArgument("ccCommInitRank: nranks " + std::to_string(nranks) +
+                             " is out of range [1, " + std::to_string(wire::kMaxRanks) + "]");
     }
     if (rank < 0 || rank >= nranks) {
-      return invalidArgument("ccCommInitRank: rank " + std::to_string(rank) + " is out of range for nranks " +
-                             std::to_string(nranks));
+      return invalidArgument("ccCommInitRank: rank " + std::to_string(rank) +
+                             " is out of range for nranks " + std::to_string(nranks));
     }
-    CC_ASSIGN_OR_RETURN(wire::UniqueIdContents id, wire::parseUniqueId(std::as_bytes(std::span(commId.internal))));
+    CC_ASSIGN_OR_RETURN(wire::UniqueIdContents id,
+                        wire::parseUniqueId(std::as_bytes(std::span(commId.internal))));
     CC_ASSIGN_OR_RETURN(auto impl, comm::Communicator::create(id, nranks, rank, nullptr));
     *comm = publish(std::move(impl));
     return Status::ok();
@@ -489,19 +529,25 @@ ccResult_t ccCommInitAll(ccComm_t* comms, int ndev, const int* devlist) {
   (void)devlist;  // no GPU placement yet: ranks are host threads
   return guarded(nullptr, [&]() -> Status {
     if (comms == nullptr) return invalidArgument("ccCommInitAll: comms is NULL");
-    if (ndev < 1 || ndev > 4096) return invalidArgument("ccCommInitAll: ndev " + std::to_string(ndev) + " is out of range [1, 4096]");
+    if (ndev < 1 || ndev > 4096)
+      return invalidArgument("ccCommInitAll: ndev " + std::to_string(ndev) +
+                             " is out of range [1, 4096]");
     CC_ASSIGN_OR_RETURN(Config config, Config::fromEnvironment());
     CC_ASSIGN_OR_RETURN(wire::UniqueIdContents id, bootstrap::startRoot(config));
-    std::vector<Result<std::shared_ptr<Communicator>>> results(static_cast<size_t>(ndev), Status(ccInternalError, "not run"));
+    std::vector<Result<std::shared_ptr<Communicator>>> results(static_cast<size_t>(ndev),
+                                                               Status(ccInternalError, "not run"));
     std::vector<std::thread> threads;
     Status started;
     for (int rank = 0; rank < ndev && started.isOk(); ++rank) {
       try {
-        threads.emplace_back([&, rank] { results[static_cast<size_t>(rank)] = Communicator::create(id, ndev, rank, nullptr); });
+        threads.emplace_back([&, rank] {
+          results[static_cast<size_t>(rank)] = Communicator::create(id, ndev, rank, nullptr);
+        });
       } catch (const std::system_error& error) {
         // The ranks already started cannot finish without this one; they fail at the
         // bootstrap deadline, and we wait for them before reporting.
-        started = Status(ccSystemError, std::string("ccCommInitAll: cannot start a thread: ") + error.what());
+        started = Status(ccSystemError,
+                         std::string("ccCommInitAll: cannot start a thread: ") + error.what());
       }
     }
     for (auto& thread : threads) thread.join();
@@ -509,7 +555,8 @@ ccResult_t ccCommInitAll(ccComm_t* comms, int ndev, const int* devlist) {
     for (auto& result : results) {
       if (!result.isOk()) return result.status().withContext("ccCommInitAll");
     }
-    for (int rank = 0; rank < ndev; ++rank) comms[rank] = publish(std::move(results[static_cast<size_t>(rank)]).value());
+    for (int rank = 0; rank < ndev; ++rank)
+      comms[rank] = publish(std::move(results[static_cast<size_t>(rank)]).value());
     return Status::ok();
   });
 }
@@ -520,10 +567,11 @@ ccResult_t ccCommInitFromEnv(ccComm_t* comm) {
     *comm = nullptr;
     CC_ASSIGN_OR_RETURN(Config config, Config::fromEnvironment());
     CC_ASSIGN_OR_RETURN(comm::LaunchInfo launch, comm::rendezvousFromEnvironment(config));
-    log::info("ccCommInitFromEnv: launcher {}, rank {} of {}, root {}", launch.launcher, launch.rank, launch.nranks,
-              launch.id.rootAddress.toString());
+    log::info("ccCommInitFromEnv: launcher {}, rank {} of {}, root {}", launch.launcher,
+              launch.rank, launch.nranks, launch.id.rootAddress.toString());
     auto impl = Communicator::create(launch.id, launch.nranks, launch.rank, nullptr);
-    if (!impl.isOk()) return impl.status().withContext("ccCommInitFromEnv (" + launch.launcher + ")");
+    if (!impl.isOk())
+      return impl.status().withContext("ccCommInitFromEnv (" + launch.launcher + ")");
     *comm = publish(std::move(impl).value());
     return Status::ok();
   });
@@ -535,9 +583,11 @@ ccResult_t ccCommSplit(ccComm_t handle, int color, int key, ccComm_t* newcomm) {
     *newcomm = nullptr;
     CC_ASSIGN_OR_RETURN(auto parent, lookup(handle));
     if (color < 0 && color != CC_SPLIT_NOCOLOR) {
-      return invalidArgument("ccCommSplit: color " + std::to_string(color) + " is negative (use CC_SPLIT_NOCOLOR to opt out)");
+      return invalidArgument("ccCommSplit: color " + std::to_string(color) +
+                             " is negative (use CC_SPLIT_NOCOLOR to opt out)");
     }
-    return split(parent, color, key, newcomm).withContext("ccCommSplit on rank " + std::to_string(parent->rank()));
+    return split(parent, color, key, newcomm)
+        .withContext("ccCommSplit on rank " + std::to_string(parent->rank()));
   });
 }
 
@@ -545,7 +595,8 @@ ccResult_t ccCommDestroy(ccComm_t handle) {
   return guarded(nullptr, [&]() -> Status {
     if (handle == nullptr) return invalidArgument("ccCommDestroy: comm is NULL");
     auto impl = unpublish(handle);
-    if (!impl) return invalidArgument("ccCommDestroy: comm is not a live communicator (destroyed twice?)");
+    if (!impl)
+      return invalidArgument("ccCommDestroy: comm is not a live communicator (destroyed twice?)");
     // Operations already queued on streams hold their own reference and finish first.
     return Status::ok();
   });
@@ -586,7 +637,8 @@ ccResult_t ccCommGetTraffic(const ccComm_t handle, ccTrafficKind_t kind, ccTraff
     if (traffic == nullptr) return invalidArgument("ccCommGetTraffic: traffic is NULL");
     if (static_cast<int>(kind) < 0 || static_cast<int>(kind) >= ccNumTrafficKinds) {
       return invalidArgument("ccCommGetTraffic: kind " + std::to_string(static_cast<int>(kind)) +
-                             " is not a ccTrafficKind_t (0.." + std::to_string(ccNumTrafficKinds - 1) + ")");
+                             " is not a ccTrafficKind_t (0.." +
+                             std::to_string(ccNumTrafficKinds - 1) + ")");
     }
     CC_ASSIGN_OR_RETURN(auto comm, lookup(handle));
     auto& counter = comm->traffic(kind);
@@ -606,8 +658,8 @@ ccResult_t ccCommUserRank(const ccComm_t handle, int* rank) {
   });
 }
 
-ccResult_t ccSend(const void* sendbuff, size_t count, ccDataType_t datatype, int peer, ccComm_t comm,
-                  ccStream_t stream) {
+ccResult_t ccSend(const void* sendbuff, size_t count, ccDataType_t datatype, int peer,
+                  ccComm_t comm, ccStream_t stream) {
   // Held for the whole call: another thread may abort the communicator meanwhile.
   std::shared_ptr<Communicator> keep = tryLookup(comm);
   ccResult_t result = guarded(keep.get(), [&] {
@@ -615,18 +667,21 @@ ccResult_t ccSend(const void* sendbuff, size_t count, ccDataType_t datatype, int
   });
   // A bad operation inside a group drops the whole group at ccGroupEnd, so that no
   // rank runs half of what it meant to.
-  if (result != ccSuccess && gGroup.depth > 0 && gGroup.error.isOk()) gGroup.error = Status(result, gThreadLastError);
+  if (result != ccSuccess && gGroup.depth > 0 && gGroup.error.isOk())
+    gGroup.error = Status(result, gThreadLastError);
   return result;
 }
 
-ccResult_t ccRecv(void* recvbuff, size_t count, ccDataType_t datatype, int peer, ccComm_t comm, ccStream_t stream) {
+ccResult_t ccRecv(void* recvbuff, size_t count, ccDataType_t datatype, int peer, ccComm_t comm,
+                  ccStream_t stream) {
   std::shared_ptr<Communicator> keep = tryLookup(comm);
   ccResult_t result = guarded(keep.get(), [&] {
     return pointToPoint(false, recvbuff, count, rawDataType(&datatype), peer, keep, comm, stream);
   });
   // A bad operation inside a group drops the whole group at ccGroupEnd, so that no
   // rank runs half of what it meant to.
-  if (result != ccSuccess && gGroup.depth > 0 && gGroup.error.isOk()) gGroup.error = Status(result, gThreadLastError);
+  if (result != ccSuccess && gGroup.depth > 0 && gGroup.error.isOk())
+    gGroup.error = Status(result, gThreadLastError);
   return result;
 }
 
@@ -643,7 +698,9 @@ ccResult_t ccGroupEnd(void) {
     gGroup.ops.clear();
     Status error = gGroup.error;
     gGroup.error = Status::ok();
-    if (!error.isOk()) return error.withContext("ccGroupEnd: the group was dropped because an operation in it failed");
+    if (!error.isOk())
+      return error.withContext(
+          "ccGroupEnd: the group was dropped because an operation in it failed");
     Communicator* first = ops.empty() ? nullptr : ops.front().comm.get();
     Status status = launch(std::move(ops));
     if (!status.isOk() && first != nullptr) first->setLastError(status.message());
@@ -654,7 +711,8 @@ ccResult_t ccGroupEnd(void) {
 ccResult_t ccBarrier(ccComm_t handle, ccStream_t streamHandle) {
   return guarded(nullptr, [&]() -> Status {
     CC_ASSIGN_OR_RETURN(auto comm, lookup(handle));
-    if (gGroup.depth > 0) return invalidUsage("ccBarrier cannot be called inside ccGroupStart/ccGroupEnd");
+    if (gGroup.depth > 0)
+      return invalidUsage("ccBarrier cannot be called inside ccGroupStart/ccGroupEnd");
     CC_ASSIGN_OR_RETURN(std::shared_ptr<comm::Stream> stream, lookupStream(streamHandle));
     if (stream != nullptr) {
       stream->enqueue([comm] { return barrier(*comm); }, {comm});
@@ -666,91 +724,102 @@ ccResult_t ccBarrier(ccComm_t handle, ccStream_t streamHandle) {
   });
 }
 
-ccResult_t ccAllReduce(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype, ccRedOp_t op,
-                       ccComm_t comm, ccStream_t stream) {
+ccResult_t ccAllReduce(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype,
+                       ccRedOp_t op, ccComm_t comm, ccStream_t stream) {
   int rawOp = rawRedOp(&op);
-  return collectiveEntry("ccAllReduce", comm, stream, rawOp, [&](collectives::CollectiveArgs& args, Communicator&) {
-    args.kind = collectives::CollectiveKind::kAllReduce;
-    return fillCommon(args, sendbuff, recvbuff, count, rawDataType(&datatype), rawOp, 0);
-  });
+  return collectiveEntry(
+      "ccAllReduce", comm, stream, rawOp, [&](collectives::CollectiveArgs& args, Communicator&) {
+        args.kind = collectives::CollectiveKind::kAllReduce;
+        return fillCommon(args, sendbuff, recvbuff, count, rawDataType(&datatype), rawOp, 0);
+      });
 }
 
-ccResult_t ccBroadcast(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype, int root,
-                       ccComm_t comm, ccStream_t stream) {
-  return collectiveEntry("ccBroadcast", comm, stream, ccSum, [&](collectives::CollectiveArgs& args, Communicator&) {
-    args.kind = collectives::CollectiveKind::kBroadcast;
-    return fillCommon(args, sendbuff, recvbuff, count, rawDataType(&datatype), ccSum, root);
-  });
+ccResult_t ccBroadcast(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype,
+                       int root, ccComm_t comm, ccStream_t stream) {
+  return collectiveEntry(
+      "ccBroadcast", comm, stream, ccSum, [&](collectives::CollectiveArgs& args, Communicator&) {
+        args.kind = collectives::CollectiveKind::kBroadcast;
+        return fillCommon(args, sendbuff, recvbuff, count, rawDataType(&datatype), ccSum, root);
+      });
 }
 
-ccResult_t ccReduce(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype, ccRedOp_t op, int root,
-                    ccComm_t comm, ccStream_t stream) {
+ccResult_t ccReduce(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype,
+                    ccRedOp_t op, int root, ccComm_t comm, ccStream_t stream) {
   int rawOp = rawRedOp(&op);
-  return collectiveEntry("ccReduce", comm, stream, rawOp, [&](collectives::CollectiveArgs& args, Communicator&) {
-    args.kind = collectives::CollectiveKind::kReduce;
-    return fillCommon(args, sendbuff, recvbuff, count, rawDataType(&datatype), rawOp, root);
-  });
+  return collectiveEntry(
+      "ccReduce", comm, stream, rawOp, [&](collectives::CollectiveArgs& args, Communicator&) {
+        args.kind = collectives::CollectiveKind::kReduce;
+        return fillCommon(args, sendbuff, recvbuff, count, rawDataType(&datatype), rawOp, root);
+      });
 }
 
-ccResult_t ccAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ccDataType_t datatype, ccComm_t comm,
-                       ccStream_t stream) {
-  return collectiveEntry("ccAllGather", comm, stream, ccSum, [&](collectives::CollectiveArgs& args, Communicator&) {
-    args.kind = collectives::CollectiveKind::kAllGather;
-    return fillCommon(args, sendbuff, recvbuff, sendcount, rawDataType(&datatype), ccSum, 0);
-  });
+ccResult_t ccAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                       ccDataType_t datatype, ccComm_t comm, ccStream_t stream) {
+  return collectiveEntry(
+      "ccAllGather", comm, stream, ccSum, [&](collectives::CollectiveArgs& args, Communicator&) {
+        args.kind = collectives::CollectiveKind::kAllGather;
+        return fillCommon(args, sendbuff, recvbuff, sendcount, rawDataType(&datatype), ccSum, 0);
+      });
 }
 
-ccResult_t ccReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ccDataType_t datatype, ccRedOp_t op,
-                           ccComm_t comm, ccStream_t stream) {
+ccResult_t ccReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                           ccDataType_t datatype, ccRedOp_t op, ccComm_t comm, ccStream_t stream) {
   int rawOp = rawRedOp(&op);
-  return collectiveEntry("ccReduceScatter", comm, stream, rawOp, [&](collectives::CollectiveArgs& args, Communicator&) {
-    args.kind = collectives::CollectiveKind::kReduceScatter;
-    return fillCommon(args, sendbuff, recvbuff, recvcount, rawDataType(&datatype), rawOp, 0);
-  });
+  return collectiveEntry("ccReduceScatter", comm, stream, rawOp,
+                         [&](collectives::CollectiveArgs& args, Communicator&) {
+                           args.kind = collectives::CollectiveKind::kReduceScatter;
+                           return fillCommon(args, sendbuff, recvbuff, recvcount,
+                                             rawDataType(&datatype), rawOp, 0);
+                         });
 }
 
-ccResult_t ccAllToAll(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype, ccComm_t comm,
-                      ccStream_t stream) {
-  return collectiveEntry("ccAllToAll", comm, stream, ccSum, [&](collectives::CollectiveArgs& args, Communicator&) {
-    args.kind = collectives::CollectiveKind::kAllToAll;
-    return fillCommon(args, sendbuff, recvbuff, count, rawDataType(&datatype), ccSum, 0);
-  });
+ccResult_t ccAllToAll(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype,
+                      ccComm_t comm, ccStream_t stream) {
+  return collectiveEntry(
+      "ccAllToAll", comm, stream, ccSum, [&](collectives::CollectiveArgs& args, Communicator&) {
+        args.kind = collectives::CollectiveKind::kAllToAll;
+        return fillCommon(args, sendbuff, recvbuff, count, rawDataType(&datatype), ccSum, 0);
+      });
 }
 
-ccResult_t ccAllToAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[], void* recvbuff,
-                       const size_t recvcounts[], const size_t rdispls[], ccDataType_t datatype, ccComm_t comm,
-                       ccStream_t stream) {
-  return collectiveEntry("ccAllToAllv", comm, stream, ccSum, [&](collectives::CollectiveArgs& args, Communicator& c) -> Status {
-    args.kind = collectives::CollectiveKind::kAllToAllv;
-    CC_TRY(fillCommon(args, sendbuff, recvbuff, 0, rawDataType(&datatype), ccSum, 0));
-    const char* names[4] = {"sendcounts", "sdispls", "recvcounts", "rdispls"};
-    const size_t* arrays[4] = {sendcounts, sdispls, recvcounts, rdispls};
-    for (int i = 0; i < 4; ++i) {
-      if (arrays[i] == nullptr) return invalidArgument(std::string("ccAllToAllv: ") + names[i] + " is NULL");
-    }
-    auto n = static_cast<size_t>(c.size());
-    args.sendCounts.assign(sendcounts, sendcounts + n);
-    args.sendDispls.assign(sdispls, sdispls + n);
-    args.recvCounts.assign(recvcounts, recvcounts + n);
-    args.recvDispls.assign(rdispls, rdispls + n);
-    size_t element = typeSize(static_cast<int>(args.type));
-    for (size_t peer = 0; peer < n; ++peer) {
-      for (int side = 0; side < 2; ++side) {
-        size_t count = side == 0 ? args.sendCounts[peer] : args.recvCounts[peer];
-        size_t displ = side == 0 ? args.sendDispls[peer] : args.recvDispls[peer];
-        const void* buffer = side == 0 ? sendbuff : recvbuff;
-        if (count > SIZE_MAX / element || displ > SIZE_MAX / element - count) {
-          return invalidArgument(fmt::format("ccAllToAllv: {}[{}] + {}[{}] overflows size_t", names[2 * side], peer,
-                                             names[2 * side + 1], peer));
+ccResult_t ccAllToAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
+                       void* recvbuff, const size_t recvcounts[], const size_t rdispls[],
+                       ccDataType_t datatype, ccComm_t comm, ccStream_t stream) {
+  return collectiveEntry(
+      "ccAllToAllv", comm, stream, ccSum,
+      [&](collectives::CollectiveArgs& args, Communicator& c) -> Status {
+        args.kind = collectives::CollectiveKind::kAllToAllv;
+        CC_TRY(fillCommon(args, sendbuff, recvbuff, 0, rawDataType(&datatype), ccSum, 0));
+        const char* names[4] = {"sendcounts", "sdispls", "recvcounts", "rdispls"};
+        const size_t* arrays[4] = {sendcounts, sdispls, recvcounts, rdispls};
+        for (int i = 0; i < 4; ++i) {
+          if (arrays[i] == nullptr)
+            return invalidArgument(std::string("ccAllToAllv: ") + names[i] + " is NULL");
         }
-        if (count > 0 && buffer == nullptr) {
-          return invalidArgument(fmt::format("ccAllToAllv: {} is NULL with {}[{}] = {}", side == 0 ? "sendbuff" : "recvbuff",
-                                             names[2 * side], peer, count));
+        auto n = static_cast<size_t>(c.size());
+        args.sendCounts.assign(sendcounts, sendcounts + n);
+        args.sendDispls.assign(sdispls, sdispls + n);
+        args.recvCounts.assign(recvcounts, recvcounts + n);
+        args.recvDispls.assign(rdispls, rdispls + n);
+        size_t element = typeSize(static_cast<int>(args.type));
+        for (size_t peer = 0; peer < n; ++peer) {
+          for (int side = 0; side < 2; ++side) {
+            size_t count = side == 0 ? args.sendCounts[peer] : args.recvCounts[peer];
+            size_t displ = side == 0 ? args.sendDispls[peer] : args.recvDispls[peer];
+            const void* buffer = side == 0 ? sendbuff : recvbuff;
+            if (count > SIZE_MAX / element || displ > SIZE_MAX / element - count) {
+              return invalidArgument(fmt::format("ccAllToAllv: {}[{}] + {}[{}] overflows size_t",
+                                                 names[2 * side], peer, names[2 * side + 1], peer));
+            }
+            if (count > 0 && buffer == nullptr) {
+              return invalidArgument(fmt::format("ccAllToAllv: {} is NULL with {}[{}] = {}",
+                                                 side == 0 ? "sendbuff" : "recvbuff",
+                                                 names[2 * side], peer, count));
+            }
+          }
         }
-      }
-    }
-    return Status::ok();
-  });
+        return Status::ok();
+      });
 }
 
 ccResult_t ccStreamCreate(ccStream_t* stream) {
@@ -786,7 +855,8 @@ ccResult_t ccStreamDestroy(ccStream_t handle) {
     std::unique_ptr<ccStream> owned;
     {
       std::lock_guard lock(gHandlesMutex);
-      if (gStreams.erase(handle) == 0) return invalidArgument("ccStreamDestroy: stream is not a live ccStream_t");
+      if (gStreams.erase(handle) == 0)
+        return invalidArgument("ccStreamDestroy: stream is not a live ccStream_t");
       owned.reset(handle);
     }
     Status status = owned->impl->synchronize();

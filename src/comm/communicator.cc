@@ -48,7 +48,8 @@ void Communicator::collectSharedRegions() {
   sharedRegionBytes_ = allLocal ? smallest : 0;
 }
 
-Result<std::shared_ptr<Communicator>> Communicator::create(const wire::UniqueIdContents& id, int nranks, int rank,
+Result<std::shared_ptr<Communicator>> Communicator::create(const wire::UniqueIdContents& id,
+                                                           int nranks, int rank,
                                                            std::shared_ptr<TraceSink> trace) {
   log::ScopedRank scopedRank(rank);
   std::shared_ptr<Communicator> comm(new Communicator());
@@ -56,13 +57,15 @@ Result<std::shared_ptr<Communicator>> Communicator::create(const wire::UniqueIdC
   comm->rank_ = rank;
   comm->nranks_ = nranks;
   comm->lane_ = gNextLane.fetch_add(1);
-  comm->recorder_ = std::make_unique<FlightRecorder>(static_cast<size_t>(comm->config_.flightRecorderEntries));
+  comm->recorder_ =
+      std::make_unique<FlightRecorder>(static_cast<size_t>(comm->config_.flightRecorderEntries));
   comm->trace_ = trace ? std::move(trace) : TraceSink::open(comm->config_.tracePath, rank);
 
   // The region after the doorbell page: a page of flags and the staging buffers of the
   // direct collectives (collectives/direct.cc). Untouched pages cost no memory.
-  CC_ASSIGN_OR_RETURN(transport::shm::Doorbell doorbell,
-                      transport::shm::Doorbell::create(kDirectControlBytes + comm->config_.directBytes));
+  CC_ASSIGN_OR_RETURN(
+      transport::shm::Doorbell doorbell,
+      transport::shm::Doorbell::create(kDirectControlBytes + comm->config_.directBytes));
   comm->doorbell_ = std::make_unique<transport::shm::Doorbell>(std::move(doorbell));
   comm->epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
   if (!comm->epoll_.valid()) return systemError("epoll_create1", errno);
@@ -83,7 +86,8 @@ Result<std::shared_ptr<Communicator>> Communicator::create(const wire::UniqueIdC
     tcpAddress = id.rootAddress;
     tcpAddress.setPort(0);
   } else {
-    CC_ASSIGN_OR_RETURN(tcpAddress, chooseInterfaceAddress(config.socketIfname, config.socketFamily));
+    CC_ASSIGN_OR_RETURN(tcpAddress,
+                        chooseInterfaceAddress(config.socketIfname, config.socketFamily));
   }
   CC_ASSIGN_OR_RETURN(FileDescriptor tcpListener, listenTcp(tcpAddress));
   std::string unixName = "cc-" + randomHex(12);
@@ -97,7 +101,8 @@ Result<std::shared_ptr<Communicator>> Communicator::create(const wire::UniqueIdC
   self.tcpAddress = tcpAddress;
   self.unixName = unixName;
   int64_t startNs = nowNanos();
-  CC_ASSIGN_OR_RETURN(std::vector<wire::PeerInfo> peers, bootstrap::exchangePeerInfo(id, nranks, self, config));
+  CC_ASSIGN_OR_RETURN(std::vector<wire::PeerInfo> peers,
+                      bootstrap::exchangePeerInfo(id, nranks, self, config));
   for (const wire::PeerInfo& peer : peers) comm->hosts_.push_back(peer.hostHash);
   int64_t bootstrapNs = nowNanos();
   CC_TRY(comm->connectPeers(peers, id.secret, std::move(tcpListener), std::move(unixListener)));
@@ -106,9 +111,12 @@ Result<std::shared_ptr<Communicator>> Communicator::create(const wire::UniqueIdC
   CC_TRY(comm->gatherTopology().withContext("gathering the job's topology"));
   comm->algorithmOverride_ = comm->config_.algorithm;
   comm->chunkBytesOverride_ = comm->config_.chunkBytes;
-  log::info("communicator of {} ranks ready: bootstrap {:.1f} ms, connections {:.1f} ms, topology {:.1f} ms", nranks,
-            static_cast<double>(bootstrapNs - startNs) / 1e6, static_cast<double>(connectedNs - bootstrapNs) / 1e6,
-            static_cast<double>(nowNanos() - connectedNs) / 1e6);
+  log::info(
+      "communicator of {} ranks ready: bootstrap {:.1f} ms, connections {:.1f} ms, topology {:.1f} "
+      "ms",
+      nranks, static_cast<double>(bootstrapNs - startNs) / 1e6,
+      static_cast<double>(connectedNs - bootstrapNs) / 1e6,
+      static_cast<double>(nowNanos() - connectedNs) / 1e6);
   return comm;
 }
 
@@ -134,7 +142,8 @@ void Communicator::markBroken(const Status& status) {
 
 Status Communicator::brokenStatusSlow() const {
   std::lock_guard lock(errorMutex_);
-  return Status(brokenReason_.code(), "communicator is unusable after an earlier failure: " + brokenReason_.message());
+  return Status(brokenReason_.code(),
+                "communicator is unusable after an earlier failure: " + brokenReason_.message());
 }
 
 void Communicator::setAsyncError(ccResult_t code) {

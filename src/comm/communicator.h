@@ -33,8 +33,8 @@ class Communicator {
  public:
   // Joins the communicator behind `id` (collective over all `nranks` ranks).
   // `trace` is the parent's trace sink for a split, null otherwise.
-  static Result<std::shared_ptr<Communicator>> create(const wire::UniqueIdContents& id, int nranks, int rank,
-                                                      std::shared_ptr<TraceSink> trace);
+  static Result<std::shared_ptr<Communicator>> create(const wire::UniqueIdContents& id, int nranks,
+                                                      int rank, std::shared_ptr<TraceSink> trace);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -76,7 +76,9 @@ class Communicator {
   // in it): a rank's region after its doorbell page, null for ranks reached over the
   // network, and the doorbell to ring after writing there.
   std::byte* sharedRegion(int rank) const { return regions_[static_cast<size_t>(rank)]; }
-  transport::shm::DoorbellWord& doorbellOf(int rank) const { return *bells_[static_cast<size_t>(rank)]; }
+  transport::shm::DoorbellWord& doorbellOf(int rank) const {
+    return *bells_[static_cast<size_t>(rank)];
+  }
   // Which ranks share a host: equal values, equal host (hostname + boot id + network
   // namespace, or CC_HOSTNAME).
   uint64_t hostOf(int rank) const { return hosts_[static_cast<size_t>(rank)]; }
@@ -108,7 +110,9 @@ class Communicator {
   // the first ring; ringMembers() is null when that ring is plain rank order.
   const topology::Plan& plan() const { return *plan_; }
   int ringPosition() const { return ringIsIdentity_ ? rank_ : ringPosition_; }
-  const int* ringMembers() const { return ringIsIdentity_ ? nullptr : plan_->rings.front().ranks.data(); }
+  const int* ringMembers() const {
+    return ringIsIdentity_ ? nullptr : plan_->rings.front().ranks.data();
+  }
   // The last collective decision (collectives/collectives.cc): a call with the same
   // shape, count and overrides skips the cost model.
   struct DecisionCache {

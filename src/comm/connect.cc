@@ -8,8 +8,8 @@
 // expected peers have connected, so nothing stays open to strangers.
 #include <poll.h>
 #include <signal.h>
-#include <sys/eventfd.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -79,14 +79,15 @@ Status sendFrameWithFds(int fd, wire::FrameType type, const std::vector<std::byt
 }
 
 Result<std::vector<std::byte>> recvFrameWithFds(int fd, wire::FrameType type, size_t payloadBytes,
-                                                std::vector<FileDescriptor>& fds, size_t expectedFds,
-                                                const Deadline& deadline) {
+                                                std::vector<FileDescriptor>& fds,
+                                                size_t expectedFds, const Deadline& deadline) {
   std::vector<std::byte> bytes(wire::kFrameHeaderBytes + payloadBytes);
   CC_TRY(recvWithFds(fd, bytes, fds, expectedFds, deadline));
   CC_ASSIGN_OR_RETURN(wire::FrameHeader header,
                       wire::parseFrameHeader(std::span(bytes).first(wire::kFrameHeaderBytes),
                                              static_cast<uint32_t>(payloadBytes)));
-  if (header.type != type || header.length != payloadBytes) return remoteError("unexpected shm setup frame");
+  if (header.type != type || header.length != payloadBytes)
+    return remoteError("unexpected shm setup frame");
   return std::vector<std::byte>(bytes.begin() + wire::kFrameHeaderBytes, bytes.end());
 }
 
@@ -95,11 +96,15 @@ struct Probe {
 };
 
 // Both sides end the shm setup the same way: log what was agreed and build the channel.
-std::unique_ptr<transport::Channel> makeShmChannel(int peer, pid_t pid, bool isConnector, const RingGeometry& geometry,
-                                                   PairMemory& memory, Doorbell& peerDoorbell, FileDescriptor control,
-                                                   bool iRead, bool peerReads, const Config& config) {
-  log::info("transport to rank {}: shm (same host; single copy by process_vm_readv: I read {}, peer reads {})", peer,
-            iRead ? "yes" : "no", peerReads ? "yes" : "no");
+std::unique_ptr<transport::Channel> makeShmChannel(int peer, pid_t pid, bool isConnector,
+                                                   const RingGeometry& geometry, PairMemory& memory,
+                                                   Doorbell& peerDoorbell, FileDescriptor control,
+                                                   bool iRead, bool peerReads,
+                                                   const Config& config) {
+  log::info(
+      "transport to rank {}: shm (same host; single copy by process_vm_readv: I read {}, peer "
+      "reads {})",
+      peer, iRead ? "yes" : "no", peerReads ? "yes" : "no");
   ShmChannelParts parts;
   parts.peer = peer;
   parts.peerPid = pid;
@@ -114,35 +119,42 @@ std::unique_ptr<transport::Channel> makeShmChannel(int peer, pid_t pid, bool isC
 }
 
 // Connector side of the shm setup: creates the pair memory.
-Result<std::unique_ptr<transport::Channel>> shmConnect(int peer, FileDescriptor control, const Config& config,
-                                                       Doorbell& ownDoorbell, const Probe& probe,
+Result<std::unique_ptr<transport::Channel>> shmConnect(int peer, FileDescriptor control,
+                                                       const Config& config, Doorbell& ownDoorbell,
+                                                       const Probe& probe,
                                                        const Deadline& deadline) {
   RingGeometry geometry{static_cast<uint32_t>(config.shmSlots), config.shmSlotBytes};
   CC_ASSIGN_OR_RETURN(PairMemory memory, PairMemory::create(geometry));
-  wire::ShmSetup setup{geometry.slots, geometry.slotBytes, reinterpret_cast<uint64_t>(&probe.value), probe.value};
+  wire::ShmSetup setup{geometry.slots, geometry.slotBytes, reinterpret_cast<uint64_t>(&probe.value),
+                       probe.value};
   int fds[2] = {memory.fd(), ownDoorbell.fd()};
-  CC_TRY(sendFrameWithFds(control.get(), wire::FrameType::kShmSetup, wire::encodeShmSetup(setup), fds, deadline));
+  CC_TRY(sendFrameWithFds(control.get(), wire::FrameType::kShmSetup, wire::encodeShmSetup(setup),
+                          fds, deadline));
   std::vector<FileDescriptor> received;
-  CC_ASSIGN_OR_RETURN(auto replyBytes, recvFrameWithFds(control.get(), wire::FrameType::kShmSetupReply,
-                                                        wire::kShmSetupReplyBytes, received, 1, deadline));
+  CC_ASSIGN_OR_RETURN(auto replyBytes,
+                      recvFrameWithFds(control.get(), wire::FrameType::kShmSetupReply,
+                                       wire::kShmSetupReplyBytes, received, 1, deadline));
   CC_ASSIGN_OR_RETURN(wire::ShmSetupReply reply, wire::parseShmSetupReply(replyBytes));
   CC_ASSIGN_OR_RETURN(Doorbell peerDoorbell, Doorbell::attach(std::move(received[0])));
   pid_t pid = peerPid(control.get());
   bool canRead = config.shmUseCma && pid > 0 &&
                  transport::shm::probeCrossMemoryAttach(pid, reply.probeAddress, reply.probeValue);
   wire::ShmSetupReply final{0, 0, static_cast<uint8_t>(canRead ? 1 : 0)};
-  CC_TRY(auth::sendFrame(control.get(), wire::FrameType::kShmSetupReply, wire::encodeShmSetupReply(final), deadline));
-  return makeShmChannel(peer, pid, true, geometry, memory, peerDoorbell, std::move(control), canRead,
-                        reply.canReadYou != 0, config);
+  CC_TRY(auth::sendFrame(control.get(), wire::FrameType::kShmSetupReply,
+                         wire::encodeShmSetupReply(final), deadline));
+  return makeShmChannel(peer, pid, true, geometry, memory, peerDoorbell, std::move(control),
+                        canRead, reply.canReadYou != 0, config);
 }
 
 // Acceptor side of the shm setup: maps the connector's pair memory.
-Result<std::unique_ptr<transport::Channel>> shmAccept(int peer, FileDescriptor control, const Config& config,
-                                                      Doorbell& ownDoorbell, const Probe& probe,
+Result<std::unique_ptr<transport::Channel>> shmAccept(int peer, FileDescriptor control,
+                                                      const Config& config, Doorbell& ownDoorbell,
+                                                      const Probe& probe,
                                                       const Deadline& deadline) {
   std::vector<FileDescriptor> received;
-  CC_ASSIGN_OR_RETURN(auto setupBytes, recvFrameWithFds(control.get(), wire::FrameType::kShmSetup,
-                                                        wire::kShmSetupBytes, received, 2, deadline));
+  CC_ASSIGN_OR_RETURN(auto setupBytes,
+                      recvFrameWithFds(control.get(), wire::FrameType::kShmSetup,
+                                       wire::kShmSetupBytes, received, 2, deadline));
   CC_ASSIGN_OR_RETURN(wire::ShmSetup setup, wire::parseShmSetup(setupBytes));
   RingGeometry geometry{setup.slots, setup.slotBytes};
   CC_ASSIGN_OR_RETURN(PairMemory memory, PairMemory::attach(std::move(received[0]), geometry));
@@ -150,15 +162,17 @@ Result<std::unique_ptr<transport::Channel>> shmAccept(int peer, FileDescriptor c
   pid_t pid = peerPid(control.get());
   bool canRead = config.shmUseCma && pid > 0 &&
                  transport::shm::probeCrossMemoryAttach(pid, setup.probeAddress, setup.probeValue);
-  wire::ShmSetupReply reply{reinterpret_cast<uint64_t>(&probe.value), probe.value, static_cast<uint8_t>(canRead ? 1 : 0)};
+  wire::ShmSetupReply reply{reinterpret_cast<uint64_t>(&probe.value), probe.value,
+                            static_cast<uint8_t>(canRead ? 1 : 0)};
   int fds[1] = {ownDoorbell.fd()};
-  CC_TRY(sendFrameWithFds(control.get(), wire::FrameType::kShmSetupReply, wire::encodeShmSetupReply(reply), fds,
-                          deadline));
-  CC_ASSIGN_OR_RETURN(auto finalBytes, auth::recvFrame(control.get(), wire::FrameType::kShmSetupReply,
-                                                       wire::kShmSetupReplyBytes, deadline));
+  CC_TRY(sendFrameWithFds(control.get(), wire::FrameType::kShmSetupReply,
+                          wire::encodeShmSetupReply(reply), fds, deadline));
+  CC_ASSIGN_OR_RETURN(auto finalBytes,
+                      auth::recvFrame(control.get(), wire::FrameType::kShmSetupReply,
+                                      wire::kShmSetupReplyBytes, deadline));
   CC_ASSIGN_OR_RETURN(wire::ShmSetupReply final, wire::parseShmSetupReply(finalBytes));
-  return makeShmChannel(peer, pid, false, geometry, memory, peerDoorbell, std::move(control), canRead,
-                        final.canReadYou != 0, config);
+  return makeShmChannel(peer, pid, false, geometry, memory, peerDoorbell, std::move(control),
+                        canRead, final.canReadYou != 0, config);
 }
 
 // Authenticated connections, handed from the handshake threads to the accepting loop.
@@ -188,20 +202,23 @@ constexpr int kMaxPendingHandshakes = 64;
 void startHandshake(const std::shared_ptr<HandshakeQueue>& queue, FileDescriptor fd, bool isUnix,
                     const wire::Secret& secret, Deadline deadline) {
   if (queue->inFlight.load() >= kMaxPendingHandshakes) {
-    log::warn("dropped a connection to this rank's {} listener: {} handshakes already pending", isUnix ? "unix" : "tcp",
-              kMaxPendingHandshakes);
+    log::warn("dropped a connection to this rank's {} listener: {} handshakes already pending",
+              isUnix ? "unix" : "tcp", kMaxPendingHandshakes);
     return;
   }
   queue->inFlight.fetch_add(1);
-  auto work = [queue, fd = std::make_shared<FileDescriptor>(std::move(fd)), isUnix, secret, deadline]() {
+  auto work = [queue, fd = std::make_shared<FileDescriptor>(std::move(fd)), isUnix, secret,
+               deadline]() {
     uint64_t context = 0;
-    Status status = auth::serverHandshake(fd->get(), secret, isUnix ? wire::Purpose::kPeerShm : wire::Purpose::kPeerTcp,
-                                          context, deadline);
+    Status status = auth::serverHandshake(
+        fd->get(), secret, isUnix ? wire::Purpose::kPeerShm : wire::Purpose::kPeerTcp, context,
+        deadline);
     if (status.isOk()) {
       std::lock_guard lock(queue->mutex);
       queue->finished.push_back(Handshake{std::move(*fd), isUnix, context});
     } else {
-      log::warn("dropped a connection to this rank's {} listener: {}", isUnix ? "unix" : "tcp", status.message());
+      log::warn("dropped a connection to this rank's {} listener: {}", isUnix ? "unix" : "tcp",
+                status.message());
     }
     auth::releaseThreadState();
     queue->inFlight.fetch_sub(1);
@@ -219,8 +236,9 @@ void startHandshake(const std::shared_ptr<HandshakeQueue>& queue, FileDescriptor
 
 }  // namespace
 
-Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, const wire::Secret& secret,
-                                  FileDescriptor tcpListener, FileDescriptor unixListener) {
+Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers,
+                                  const wire::Secret& secret, FileDescriptor tcpListener,
+                                  FileDescriptor unixListener) {
   const Config& config = config_;
   Deadline deadline = Deadline::afterMs(config.timeoutMs);
   channels_.resize(static_cast<size_t>(nranks_));
@@ -236,8 +254,9 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
   for (int peer = 0; peer < nranks_; ++peer) {
     bool sameHost = peers[static_cast<size_t>(peer)].hostHash == myHost;
     if (config.transport == TransportChoice::kShm && !sameHost && peer != rank_) {
-      return invalidArgument("CC_TRANSPORT=shm, but rank " + std::to_string(peer) + " is on another host (" +
-                             peers[static_cast<size_t>(peer)].hostName + ")");
+      return invalidArgument("CC_TRANSPORT=shm, but rank " + std::to_string(peer) +
+                             " is on another host (" + peers[static_cast<size_t>(peer)].hostName +
+                             ")");
     }
     useShm[static_cast<size_t>(peer)] = sameHost && config.transport != TransportChoice::kTcp &&
                                         config.transport != TransportChoice::kUcx;
@@ -272,14 +291,16 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
     anyRemote = anyRemote || (peer != rank_ && !useShm[static_cast<size_t>(peer)]);
   }
   // Across hosts under auto: CC_NET when set, else ucx where UCX finds RDMA.
-  const bool netForced = config.transport == TransportChoice::kAuto && config.net != NetChoice::kAuto;
+  const bool netForced =
+      config.transport == TransportChoice::kAuto && config.net != NetChoice::kAuto;
   if (config.transport != TransportChoice::kAuto && config.net != NetChoice::kAuto && rank_ == 0) {
     log::warn("CC_NET is ignored: CC_TRANSPORT={} picks the transport for every peer",
               config.transport == TransportChoice::kShm   ? "shm"
               : config.transport == TransportChoice::kTcp ? "tcp"
                                                           : "ucx");
   }
-  const bool ucxWanted = config.transport == TransportChoice::kUcx || (netForced && config.net == NetChoice::kUcx);
+  const bool ucxWanted =
+      config.transport == TransportChoice::kUcx || (netForced && config.net == NetChoice::kUcx);
   bool rdmaFound = false;
   if (anyRemote && config.transport != TransportChoice::kTcp && (!netForced || ucxWanted)) {
     CC_ASSIGN_OR_RETURN(rdmaFound, rdmaAvailable());
@@ -289,10 +310,10 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
   transport::ucx::WorkerOptions ucxOptions;
   ucxOptions.registrationCache = rdmaFound;
   if (ucxWanted && !rdmaFound) {
-    // Forced ucx without RDMA runs over UCX's tcp (and shared memory) transports: keep its sockets on
-    // the interface cc's own sockets use (CC_SOCKET_IFNAME), where the peers' addresses
-    // are reachable; other interfaces (docker bridges, another namespace's loopback) may
-    // look reachable to UCX and are not. UCX_NET_DEVICES, when set, wins.
+    // Forced ucx without RDMA runs over UCX's tcp (and shared memory) transports: keep its sockets
+    // on the interface cc's own sockets use (CC_SOCKET_IFNAME), where the peers' addresses are
+    // reachable; other interfaces (docker bridges, another namespace's loopback) may look reachable
+    // to UCX and are not. UCX_NET_DEVICES, when set, wins.
     ucxOptions.netDevices =
         transport::ucx::interfaceNameOf(peers[static_cast<size_t>(rank_)].tcpAddress);
   }
@@ -342,20 +363,21 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
   };
 
   auto addTcpChannel = [&](int peer, std::vector<FileDescriptor> sockets) -> Status {
-    std::string why =
-        config.transport == TransportChoice::kTcp ? "; CC_TRANSPORT=tcp"
-        : peer < rank_ || netForced               ? "; " + autoReason
-                       : "; auto: the choice of rank " + std::to_string(peer) + ", which connects";
+    std::string why = config.transport == TransportChoice::kTcp ? "; CC_TRANSPORT=tcp"
+                      : peer < rank_ || netForced               ? "; " + autoReason
+                                                                : "; auto: the choice of rank " +
+                                                        std::to_string(peer) + ", which connects";
     for (auto& socket : sockets) {
       CC_TRY(setNonBlocking(socket.get(), true));
       epoll_event event{};
       event.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
       event.data.fd = socket.get();
-      if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, socket.get(), &event) != 0) return systemError("epoll_ctl", errno);
+      if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, socket.get(), &event) != 0)
+        return systemError("epoll_ctl", errno);
     }
     log::info("transport to rank {}: tcp ({} on {}, {} sockets{})", peer,
-              peers[static_cast<size_t>(peer)].tcpAddress.toString(), peers[static_cast<size_t>(peer)].hostName,
-              sockets.size(), why);
+              peers[static_cast<size_t>(peer)].tcpAddress.toString(),
+              peers[static_cast<size_t>(peer)].hostName, sockets.size(), why);
     channels_[static_cast<size_t>(peer)] =
         std::make_unique<TcpChannel>(peer, std::move(sockets), config.tcpStripeThreshold);
     return Status::ok();
@@ -369,9 +391,11 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
       // The table arrived, so every listener was up: a refusal means the peer is gone.
       auto control = connectUnix(info.unixName, deadline, /*retryRefused=*/false);
       if (!control.isOk()) return control.status().withContext(who);
-      CC_TRY(auth::clientHandshake(control->get(), secret, wire::Purpose::kPeerShm, packContext(rank_, 1, 0), deadline)
+      CC_TRY(auth::clientHandshake(control->get(), secret, wire::Purpose::kPeerShm,
+                                   packContext(rank_, 1, 0), deadline)
                  .withContext(who));
-      auto channel = shmConnect(peer, std::move(control).value(), config, *doorbell_, probe, deadline);
+      auto channel =
+          shmConnect(peer, std::move(control).value(), config, *doorbell_, probe, deadline);
       if (!channel.isOk()) return channel.status().withContext(who);
       channels_[static_cast<size_t>(peer)] = std::move(channel).value();
     } else if (useUcx[static_cast<size_t>(peer)]) {
@@ -388,8 +412,8 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
       for (int index = 0; index < count; ++index) {
         auto socket = connectTcp(info.tcpAddress, deadline, /*retryRefused=*/false);
         if (!socket.isOk()) return socket.status().withContext(who);
-        CC_TRY(auth::clientHandshake(socket->get(), secret, wire::Purpose::kPeerTcp, packContext(rank_, count, index),
-                                     deadline)
+        CC_TRY(auth::clientHandshake(socket->get(), secret, wire::Purpose::kPeerTcp,
+                                     packContext(rank_, count, index), deadline)
                    .withContext(who));
         sockets.push_back(std::move(socket).value());
       }
@@ -405,7 +429,9 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
   std::map<int, std::vector<FileDescriptor>> pendingTcp;
   int missing = nranks_ - 1 - rank_;
   while (missing > 0) {
-    pollfd entries[3] = {{tcpListener.get(), POLLIN, 0}, {unixListener.get(), POLLIN, 0}, {handshakes->wake.get(), POLLIN, 0}};
+    pollfd entries[3] = {{tcpListener.get(), POLLIN, 0},
+                         {unixListener.get(), POLLIN, 0},
+                         {handshakes->wake.get(), POLLIN, 0}};
     int rc = ::poll(entries, 3, std::min(deadline.remainingMs(), 100));
     if (deadline.expired()) {
       std::string list;
@@ -429,13 +455,15 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
       if ((entries[which].revents & POLLIN) == 0) continue;
       int fd = ::accept4(entries[which].fd, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) {
-        if (errno == EMFILE || errno == ENFILE) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (errno == EMFILE || errno == ENFILE)
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
         continue;
       }
       bool isUnix = which == 1;
       if (!isUnix) setTcpOptions(fd);
       startHandshake(handshakes, FileDescriptor(fd), isUnix, secret,
-                     Deadline(std::min(deadline.when(), Clock::now() + std::chrono::milliseconds(kStrangerAuthMs))));
+                     Deadline(std::min(deadline.when(),
+                                       Clock::now() + std::chrono::milliseconds(kStrangerAuthMs))));
     }
     for (Handshake& done : handshakes->takeFinished()) {
       int peer = 0;
@@ -467,7 +495,8 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
       }
       if (isUnix) {
         auto channel = shmAccept(peer, std::move(done.fd), config, *doorbell_, probe, deadline);
-        if (!channel.isOk()) return channel.status().withContext("accepting rank " + std::to_string(peer));
+        if (!channel.isOk())
+          return channel.status().withContext("accepting rank " + std::to_string(peer));
         channels_[static_cast<size_t>(peer)] = std::move(channel).value();
         --missing;
         continue;
@@ -479,7 +508,8 @@ Status Communicator::connectPeers(const std::vector<wire::PeerInfo>& peers, cons
         continue;
       }
       list[static_cast<size_t>(index)] = std::move(done.fd);
-      bool complete = std::all_of(list.begin(), list.end(), [](const FileDescriptor& s) { return s.valid(); });
+      bool complete =
+          std::all_of(list.begin(), list.end(), [](const FileDescriptor& s) { return s.valid(); });
       if (complete) {
         CC_TRY(addTcpChannel(peer, std::move(list)));
         pendingTcp.erase(peer);

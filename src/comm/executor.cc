@@ -56,10 +56,12 @@ std::string describe(const Pending& pending) {
   transport::Channel* channel = op.comm->channel(op.peer);
   // "send #12 to rank 3", or "barrier #7 (recv) from rank 2" for messages inside a call.
   const char* direction = op.isSend ? "send" : "recv";
-  std::string what = std::strcmp(op.label, direction) == 0 ? fmt::format("{} #{}", op.label, pending.sequence)
-                                                          : fmt::format("{} #{} ({})", op.label, pending.sequence, direction);
-  return fmt::format("{} {} rank {} ({}, {} bytes, {} moved)", what, op.isSend ? "to" : "from", op.peer,
-                     channel ? channel->kind() : "self", op.bytes, pending.transfer.progressed);
+  std::string what = std::strcmp(op.label, direction) == 0
+                         ? fmt::format("{} #{}", op.label, pending.sequence)
+                         : fmt::format("{} #{} ({})", op.label, pending.sequence, direction);
+  return fmt::format("{} {} rank {} ({}, {} bytes, {} moved)", what, op.isSend ? "to" : "from",
+                     op.peer, channel ? channel->kind() : "self", op.bytes,
+                     pending.transfer.progressed);
 }
 
 // Matches the k-th send to self with the k-th receive from self, per communicator.
@@ -75,20 +77,23 @@ Status copyToSelf(std::span<PointToPoint> ops, std::span<const uint64_t> sequenc
     PointToPoint* recv = nullptr;
     uint64_t recvSequence = 0;
     for (size_t j = 0; j < ops.size() && recv == nullptr; ++j) {
-      if (!ops[j].isSend && ops[j].comm == send.comm && ops[j].peer == send.comm->rank() && seen++ == sendIndex) {
+      if (!ops[j].isSend && ops[j].comm == send.comm && ops[j].peer == send.comm->rank() &&
+          seen++ == sendIndex) {
         recv = &ops[j];
         recvSequence = sequences[j];
       }
     }
     if (recv == nullptr) {
-      return invalidUsage(fmt::format("send #{} from rank {} to itself has no matching receive from itself in the "
-                                      "same group; each send to self needs one",
-                                      sequences[i], send.comm->rank()));
+      return invalidUsage(
+          fmt::format("send #{} from rank {} to itself has no matching receive from itself in the "
+                      "same group; each send to self needs one",
+                      sequences[i], send.comm->rank()));
     }
     if (send.bytes != recv->bytes) {
-      return invalidUsage(fmt::format("message size mismatch: send #{} to self has {} bytes, receive #{} from self {} "
-                                      "bytes",
-                                      sequences[i], send.bytes, recvSequence, recv->bytes));
+      return invalidUsage(fmt::format(
+          "message size mismatch: send #{} to self has {} bytes, receive #{} from self {} "
+          "bytes",
+          sequences[i], send.bytes, recvSequence, recv->bytes));
     }
     if (send.bytes > 0 && send.data != recv->data) std::memmove(recv->data, send.data, send.bytes);
   }
@@ -136,21 +141,23 @@ Status execute(std::span<PointToPoint> ops) {
 
   // A clock read costs tens of nanoseconds under KVM: take it up front only for the
   // trace; the flight recorder gets its start times when the loop first has to wait.
-  const bool tracing = std::any_of(comms.begin(), comms.end(), [](Communicator* c) { return c->trace() != nullptr; });
+  const bool tracing = std::any_of(comms.begin(), comms.end(),
+                                   [](Communicator* c) { return c->trace() != nullptr; });
   int64_t startNs = tracing ? nowNanos() : 0;
   auto& sequences = scratch.sequences;
   sequences.resize(ops.size());
   bool anySelf = false;
   for (size_t i = 0; i < ops.size(); ++i) {
     sequences[i] = ops[i].comm->nextSequence();
-    ops[i].comm->recorder().begin(sequences[i], ops[i].label, ops[i].isSend ? "send" : "recv", ops[i].peer,
-                                  ops[i].bytes, startNs);
+    ops[i].comm->recorder().begin(sequences[i], ops[i].label, ops[i].isSend ? "send" : "recv",
+                                  ops[i].peer, ops[i].bytes, startNs);
     anySelf = anySelf || ops[i].peer == ops[i].comm->rank();
   }
   if (anySelf) {
     Status selfStatus = copyToSelf(ops, sequences);
     if (!selfStatus.isOk()) {
-      for (size_t i = 0; i < ops.size(); ++i) ops[i].comm->recorder().finish(sequences[i], OpState::kFailed, nowNanos());
+      for (size_t i = 0; i < ops.size(); ++i)
+        ops[i].comm->recorder().finish(sequences[i], OpState::kFailed, nowNanos());
       return selfStatus;
     }
   }
@@ -207,8 +214,8 @@ Status execute(std::span<PointToPoint> ops) {
     for (Communicator* comm : comms) {
       if (!comm->aborted()) comm->markBroken(status);
       if (status.code() == ccTimeout || status.code() == ccRemoteError) {
-        log::warn("{}\nflight recorder of this rank (last operations, oldest first):\n{}", status.message(),
-                  comm->recorder().dump(32));
+        log::warn("{}\nflight recorder of this rank (last operations, oldest first):\n{}",
+                  status.message(), comm->recorder().dump(32));
       }
     }
     return status;
@@ -228,7 +235,8 @@ Status execute(std::span<PointToPoint> ops) {
     for (Queue& queue : queues) {
       if (queue.next == queue.end) continue;
       Pending& head = pending[queue.next];
-      auto result = queue.isSend ? queue.channel->progressSend(head.transfer) : queue.channel->progressRecv(head.transfer);
+      auto result = queue.isSend ? queue.channel->progressSend(head.transfer)
+                                 : queue.channel->progressRecv(head.transfer);
       if (!result.isOk()) {
         failed = &head;
         failure = result.status();
@@ -248,12 +256,13 @@ Status execute(std::span<PointToPoint> ops) {
           comm->traffic(ccTrafficSendRecv).calls.fetch_add(1, std::memory_order_relaxed);
         }
         if (TraceSink* trace = comm->trace()) {
-          trace->record(head.op->label, comm->lane(), head.startNs, nowNanos(), head.op->peer, head.op->bytes,
-                        head.sequence);
+          trace->record(head.op->label, comm->lane(), head.startNs, nowNanos(), head.op->peer,
+                        head.op->bytes, head.sequence);
         }
         ++queue.next;
         --remaining;
-        if (queue.next < queue.end && comm->trace() != nullptr) pending[queue.next].startNs = nowNanos();
+        if (queue.next < queue.end && comm->trace() != nullptr)
+          pending[queue.next].startNs = nowNanos();
       }
     }
     return moved;
@@ -266,7 +275,8 @@ Status execute(std::span<PointToPoint> ops) {
     // Checked on every pass, so that a transfer that never stops moving still ends
     // promptly when another thread calls ccCommAbort.
     for (Communicator* comm : comms) {
-      if (comm->aborted()) return fail(invalidUsage("communicator was aborted by ccCommAbort"), firstPending());
+      if (comm->aborted())
+        return fail(invalidUsage("communicator was aborted by ccCommAbort"), firstPending());
     }
     if (moved) {
       idleSinceNs = -1;
@@ -295,8 +305,10 @@ Status execute(std::span<PointToPoint> ops) {
       idleRounds = 0;
     }
     if (now - lastProgressNs > timeoutNs) {
-      return fail(timeoutError(fmt::format("nothing moved for {} ms (CC_TIMEOUT_MS); still waiting on", config.timeoutMs)),
-                  firstPending());
+      return fail(
+          timeoutError(fmt::format("nothing moved for {} ms (CC_TIMEOUT_MS); still waiting on",
+                                   config.timeoutMs)),
+          firstPending());
     }
     if (now - lastPeerCheckNs > kPeerCheckNanos) {
       lastPeerCheckNs = now;

@@ -30,8 +30,8 @@ Result<int> envInt(const char* name, int low, int high) {
   int value = 0;
   auto [end, error] = std::from_chars(text, text + std::strlen(text), value);
   if (error != std::errc() || *end != '\0' || value < low || value > high) {
-    return invalidArgument(std::string(name) + "=" + text + " is not an integer in [" + std::to_string(low) + ", " +
-                           std::to_string(high) + "]");
+    return invalidArgument(std::string(name) + "=" + text + " is not an integer in [" +
+                           std::to_string(low) + ", " + std::to_string(high) + "]");
   }
   return value;
 }
@@ -49,7 +49,8 @@ Result<wire::UniqueIdContents> decodeId(std::span<const std::byte> bytes) {
 Result<LaunchInfo> viaPmix(const Config& config) {
   pmix_proc_t me;
   pmix_status_t rc = PMIx_Init(&me, nullptr, 0);
-  if (rc != PMIX_SUCCESS) return Status(ccSystemError, std::string("PMIx_Init failed: ") + PMIx_Error_string(rc));
+  if (rc != PMIX_SUCCESS)
+    return Status(ccSystemError, std::string("PMIx_Init failed: ") + PMIx_Error_string(rc));
   struct Finalize {
     ~Finalize() { PMIx_Finalize(nullptr, 0); }
   } finalize;
@@ -59,7 +60,8 @@ Result<LaunchInfo> viaPmix(const Config& config) {
   wildcard.rank = PMIX_RANK_WILDCARD;
   pmix_value_t* sizeValue = nullptr;
   rc = PMIx_Get(&wildcard, PMIX_JOB_SIZE, nullptr, 0, &sizeValue);
-  if (rc != PMIX_SUCCESS) return Status(ccSystemError, std::string("PMIx_Get(job size): ") + PMIx_Error_string(rc));
+  if (rc != PMIX_SUCCESS)
+    return Status(ccSystemError, std::string("PMIx_Get(job size): ") + PMIx_Error_string(rc));
   LaunchInfo info;
   info.launcher = "pmix";
   info.rank = static_cast<int>(me.rank);
@@ -76,22 +78,26 @@ Result<LaunchInfo> viaPmix(const Config& config) {
     value.data.bo.bytes = encoded;
     value.data.bo.size = sizeof(encoded);
     rc = PMIx_Put(PMIX_GLOBAL, key.c_str(), &value);
-    if (rc != PMIX_SUCCESS) return Status(ccSystemError, std::string("PMIx_Put: ") + PMIx_Error_string(rc));
+    if (rc != PMIX_SUCCESS)
+      return Status(ccSystemError, std::string("PMIx_Put: ") + PMIx_Error_string(rc));
   }
   rc = PMIx_Commit();
-  if (rc != PMIX_SUCCESS) return Status(ccSystemError, std::string("PMIx_Commit: ") + PMIx_Error_string(rc));
+  if (rc != PMIX_SUCCESS)
+    return Status(ccSystemError, std::string("PMIx_Commit: ") + PMIx_Error_string(rc));
   pmix_info_t collect;
   bool yes = true;
   PMIX_INFO_LOAD(&collect, PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
   rc = PMIx_Fence(&wildcard, 1, &collect, 1);
   PMIX_INFO_DESTRUCT(&collect);
-  if (rc != PMIX_SUCCESS) return Status(ccSystemError, std::string("PMIx_Fence: ") + PMIx_Error_string(rc));
+  if (rc != PMIX_SUCCESS)
+    return Status(ccSystemError, std::string("PMIx_Fence: ") + PMIx_Error_string(rc));
   if (info.rank != 0) {
     pmix_proc_t root = wildcard;
     root.rank = 0;
     pmix_value_t* value = nullptr;
     rc = PMIx_Get(&root, key.c_str(), nullptr, 0, &value);
-    if (rc != PMIX_SUCCESS) return Status(ccSystemError, std::string("PMIx_Get(id): ") + PMIx_Error_string(rc));
+    if (rc != PMIX_SUCCESS)
+      return Status(ccSystemError, std::string("PMIx_Get(id): ") + PMIx_Error_string(rc));
     if (value->type != PMIX_BYTE_OBJECT || value->data.bo.size != CC_UNIQUE_ID_BYTES) {
       PMIX_VALUE_RELEASE(value);
       return remoteError("PMIx returned a malformed unique id");
@@ -121,7 +127,8 @@ class Pmi1 {
       if (c == '\n') break;
       reply += c;
     }
-    if (reply.rfind("cmd=" + expectedCmd, 0) != 0) return remoteError("PMI-1: unexpected reply '" + reply + "'");
+    if (reply.rfind("cmd=" + expectedCmd, 0) != 0)
+      return remoteError("PMI-1: unexpected reply '" + reply + "'");
     return reply;
   }
 
@@ -153,11 +160,14 @@ Result<LaunchInfo> viaPmi1(const Config& config) {
     char encoded[CC_UNIQUE_ID_BYTES];
     wire::encodeUniqueId(info.id, encoded);
     std::string value = wire::toHex(std::as_bytes(std::span(encoded)));
-    CC_TRY(pmi.command("cmd=put kvsname=" + kvs + " key=" + key + " value=" + value + "\n", "put_result").status());
+    CC_TRY(pmi.command("cmd=put kvsname=" + kvs + " key=" + key + " value=" + value + "\n",
+                       "put_result")
+               .status());
   }
   CC_TRY(pmi.command("cmd=barrier_in\n", "barrier_out").status());
   if (info.rank != 0) {
-    CC_ASSIGN_OR_RETURN(std::string reply, pmi.command("cmd=get kvsname=" + kvs + " key=" + key + "\n", "get_result"));
+    CC_ASSIGN_OR_RETURN(std::string reply,
+                        pmi.command("cmd=get kvsname=" + kvs + " key=" + key + "\n", "get_result"));
     std::array<std::byte, CC_UNIQUE_ID_BYTES> bytes{};
     CC_TRY(wire::fromHex(Pmi1::field(reply, "value"), bytes));
     CC_ASSIGN_OR_RETURN(info.id, decodeId(bytes));
@@ -169,7 +179,8 @@ Result<LaunchInfo> viaPmi1(const Config& config) {
 // CC_MASTER_PORT, or MASTER_PORT + 1 under torchrun (whose agent already listens on
 // MASTER_PORT), or MASTER_PORT. There is no private channel to carry a secret, so it
 // comes from CC_BOOTSTRAP_SECRET, or is derived from the job's identity (with a warning).
-Result<LaunchInfo> viaMasterAddress(const Config& config, int rank, int nranks, const std::string& launcher) {
+Result<LaunchInfo> viaMasterAddress(const Config& config, int rank, int nranks,
+                                    const std::string& launcher) {
   LaunchInfo info;
   info.launcher = launcher;
   info.rank = rank;
@@ -183,18 +194,23 @@ Result<LaunchInfo> viaMasterAddress(const Config& config, int rank, int nranks, 
     CC_ASSIGN_OR_RETURN(port, envInt("MASTER_PORT", 1, 65534));
     if (env("TORCHELASTIC_RUN_ID") != nullptr) port += 1;
   }
-  CC_ASSIGN_OR_RETURN(info.id.rootAddress, resolveAddress(address, static_cast<uint16_t>(port), config.socketFamily));
+  CC_ASSIGN_OR_RETURN(info.id.rootAddress,
+                      resolveAddress(address, static_cast<uint16_t>(port), config.socketFamily));
   std::string seed;
   if (const char* secret = env("CC_BOOTSTRAP_SECRET")) {
     seed = secret;
   } else {
-    seed = std::string("cc-derived|") + address + "|" + std::to_string(port) + "|" + std::to_string(nranks) + "|" +
+    seed = std::string("cc-derived|") + address + "|" + std::to_string(port) + "|" +
+           std::to_string(nranks) + "|" +
            (env("TORCHELASTIC_RUN_ID") ? env("TORCHELASTIC_RUN_ID") : "") + "|" +
            (env("SLURM_JOB_ID") ? env("SLURM_JOB_ID") : "");
     if (rank == 0) {
-      log::warn("{} launch without CC_BOOTSTRAP_SECRET: the bootstrap secret is derived from the job's address and id, "
-                "so anyone who knows them can join; export CC_BOOTSTRAP_SECRET=<random string> on every rank",
-                launcher);
+      log::warn(
+          "{} launch without CC_BOOTSTRAP_SECRET: the bootstrap secret is derived from the job's "
+          "address and id, "
+          "so anyone who knows them can join; export CC_BOOTSTRAP_SECRET=<random string> on every "
+          "rank",
+          launcher);
     }
   }
   SHA256(reinterpret_cast<const unsigned char*>(seed.data()), seed.size(),
@@ -208,7 +224,9 @@ Result<LaunchInfo> viaMasterAddress(const Config& config, int rank, int nranks, 
       any.length = info.id.rootAddress.length;
       any.setPort(static_cast<uint16_t>(port));
       Status fallback = bootstrap::startRootAt(any, info.id.secret, config.timeoutMs);
-      if (!fallback.isOk()) return started.withContext("starting the bootstrap root at " + info.id.rootAddress.toString());
+      if (!fallback.isOk())
+        return started.withContext("starting the bootstrap root at " +
+                                   info.id.rootAddress.toString());
     }
   }
   return info;
@@ -221,8 +239,9 @@ Result<LaunchInfo> rendezvousFromEnvironment(const Config& config) {
   if (env("PMIX_RANK") != nullptr && env("PMIX_NAMESPACE") != nullptr) return viaPmix(config);
 #else
   if (env("PMIX_RANK") != nullptr && env("MASTER_ADDR") == nullptr) {
-    return invalidArgument("launched under PMIx (mpirun or srun --mpi=pmix) but cc was built without PMIx; "
-                           "install libpmix-dev and rebuild, or set MASTER_ADDR/MASTER_PORT");
+    return invalidArgument(
+        "launched under PMIx (mpirun or srun --mpi=pmix) but cc was built without PMIx; "
+        "install libpmix-dev and rebuild, or set MASTER_ADDR/MASTER_PORT");
   }
 #endif
   if (env("PMI_FD") != nullptr && env("PMI_RANK") != nullptr) return viaPmi1(config);
@@ -235,8 +254,9 @@ Result<LaunchInfo> rendezvousFromEnvironment(const Config& config) {
     CC_ASSIGN_OR_RETURN(int nranks, envInt("SLURM_NTASKS", 1, wire::kMaxRanks));
     CC_ASSIGN_OR_RETURN(int rank, envInt("SLURM_PROCID", 0, nranks - 1));
     if (env("MASTER_ADDR") == nullptr) {
-      return invalidArgument("srun without PMIx: run with srun --mpi=pmix, or export MASTER_ADDR and MASTER_PORT "
-                             "(e.g. the first host of $SLURM_JOB_NODELIST and a free port)");
+      return invalidArgument(
+          "srun without PMIx: run with srun --mpi=pmix, or export MASTER_ADDR and MASTER_PORT "
+          "(e.g. the first host of $SLURM_JOB_NODELIST and a free port)");
     }
     return viaMasterAddress(config, rank, nranks, "slurm");
   }

@@ -67,7 +67,8 @@ Status Stream::synchronize() {
 
 Status Stream::query() {
   std::lock_guard lock(mutex_);
-  if (outstanding_ > 0) return Status(ccInProgress, "operations still queued or running on the stream");
+  if (outstanding_ > 0)
+    return Status(ccInProgress, "operations still queued or running on the stream");
   return firstError_;
 }
 

@@ -38,8 +38,8 @@ Status exchangeWithAll(Communicator& comm, T& mine, std::vector<T>& all) {
   for (int peer = 0; peer < comm.size(); ++peer) {
     if (peer == comm.rank()) continue;
     ops.push_back({&comm, true, reinterpret_cast<std::byte*>(&mine), sizeof(T), peer, "topology"});
-    ops.push_back({&comm, false, reinterpret_cast<std::byte*>(&all[static_cast<size_t>(peer)]), sizeof(T), peer,
-                   "topology"});
+    ops.push_back({&comm, false, reinterpret_cast<std::byte*>(&all[static_cast<size_t>(peer)]),
+                   sizeof(T), peer, "topology"});
   }
   return execute(ops);
 }
@@ -76,9 +76,9 @@ Status Communicator::checkSamePlan(const topology::Plan& plan) {
   CC_TRY(exchangeWithAll(*this, mine, theirs).withContext("comparing topology plans"));
   for (int peer = 0; peer < nranks_; ++peer) {
     if (theirs[static_cast<size_t>(peer)] != mine) {
-      return invalidArgument("rank " + std::to_string(peer) + " planned different rings or trees than rank " +
-                             std::to_string(rank_) +
-                             " (is CC_TOPO_FILE set, and the same file, on every rank?)");
+      return invalidArgument(
+          "rank " + std::to_string(peer) + " planned different rings or trees than rank " +
+          std::to_string(rank_) + " (is CC_TOPO_FILE set, and the same file, on every rank?)");
     }
   }
   return Status::ok();
@@ -94,7 +94,8 @@ Status Communicator::gatherTopology() {
   std::vector<int> leaders;
   std::map<uint64_t, int> seen;
   for (int r = 0; r < n; ++r) {
-    auto [it, added] = seen.emplace(hosts_[static_cast<size_t>(r)], static_cast<int>(leaders.size()));
+    auto [it, added] =
+        seen.emplace(hosts_[static_cast<size_t>(r)], static_cast<int>(leaders.size()));
     if (added) leaders.push_back(r);
     hostIndex[static_cast<size_t>(r)] = it->second;
   }
@@ -111,18 +112,21 @@ Status Communicator::gatherTopology() {
   for (int peer = 0; peer < n; ++peer) {
     if (peer == rank_) continue;
     if (!myHost.empty()) {
-      ops.push_back({this, true, reinterpret_cast<std::byte*>(myHost.data()), myHost.size(), peer, "topology"});
+      ops.push_back({this, true, reinterpret_cast<std::byte*>(myHost.data()), myHost.size(), peer,
+                     "topology"});
     }
     uint32_t bytes = headers[static_cast<size_t>(peer)].hostBytes;
     bool peerLeads = leaders[static_cast<size_t>(hostIndex[static_cast<size_t>(peer)])] == peer;
     if (bytes > kMaxHostBytes || (bytes > 0) != peerLeads) {
-      return remoteError("rank " + std::to_string(peer) + " sent an unexpected host description size (" +
-                         std::to_string(bytes) + " bytes)");
+      return remoteError("rank " + std::to_string(peer) +
+                         " sent an unexpected host description size (" + std::to_string(bytes) +
+                         " bytes)");
     }
     if (bytes == 0) continue;
     std::string& text = hostTexts[static_cast<size_t>(hostIndex[static_cast<size_t>(peer)])];
     text.resize(bytes);
-    ops.push_back({this, false, reinterpret_cast<std::byte*>(text.data()), bytes, peer, "topology"});
+    ops.push_back(
+        {this, false, reinterpret_cast<std::byte*>(text.data()), bytes, peer, "topology"});
   }
   CC_TRY(execute(ops).withContext("exchanging host descriptions"));
 
@@ -132,7 +136,8 @@ Status Communicator::gatherTopology() {
   topology::System detected;
   for (size_t h = 0; h < leaders.size(); ++h) {
     CC_ASSIGN_OR_RETURN(topology::Host host,
-                        topology::parseHost(hostTexts[h], "host description from rank " + std::to_string(leaders[h])));
+                        topology::parseHost(hostTexts[h], "host description from rank " +
+                                                              std::to_string(leaders[h])));
     detected.hosts.push_back(std::move(host));
   }
   std::vector<topology::RankPlace> places(static_cast<size_t>(n));
@@ -160,7 +165,8 @@ Status Communicator::gatherTopology() {
   const std::vector<int>& ring = plan_->rings.front().ranks;
   ringPosition_ = static_cast<int>(std::find(ring.begin(), ring.end(), rank_) - ring.begin());
   ringIsIdentity_ = true;
-  for (int p = 0; p < n; ++p) ringIsIdentity_ = ringIsIdentity_ && ring[static_cast<size_t>(p)] == p;
+  for (int p = 0; p < n; ++p)
+    ringIsIdentity_ = ringIsIdentity_ && ring[static_cast<size_t>(p)] == p;
   if (rank_ == 0 && log::enabled(log::Level::kInfo)) {
     log::info("topology of {} ranks on {} host(s){} ({:.1f} ms):\n{}", n, leaders.size(),
               fromFile ? " from CC_TOPO_FILE" : "", static_cast<double>(nowNanos() - startNs) / 1e6,

@@ -32,8 +32,8 @@ bool macEqual(const wire::Mac& a, const wire::Mac& b) {
 
 }  // namespace
 
-Status serverHandshake(int fd, const wire::Secret& secret, wire::Purpose expected, uint64_t& context,
-                       const Deadline& deadline) {
+Status serverHandshake(int fd, const wire::Secret& secret, wire::Purpose expected,
+                       uint64_t& context, const Deadline& deadline) {
   wire::Challenge challenge;
   CC_TRY(randomBytes(challenge.serverNonce));
   CC_TRY(sendAll(fd, wire::encodeChallenge(challenge), deadline));
@@ -41,14 +41,16 @@ Status serverHandshake(int fd, const wire::Secret& secret, wire::Purpose expecte
   std::array<std::byte, wire::kResponseBytes> bytes{};
   CC_TRY(recvAll(fd, bytes, deadline));
   CC_ASSIGN_OR_RETURN(wire::Response response, wire::parseResponse(bytes));
-  wire::Mac expectedMac = computeMac(secret, "cc-client", challenge.serverNonce, response.clientNonce,
-                                     static_cast<uint32_t>(response.purpose), response.context);
+  wire::Mac expectedMac =
+      computeMac(secret, "cc-client", challenge.serverNonce, response.clientNonce,
+                 static_cast<uint32_t>(response.purpose), response.context);
   if (!macEqual(expectedMac, response.mac)) {
     return remoteError("authentication failed: the peer does not know this communicator's secret");
   }
   if (response.purpose != expected) {
-    return remoteError("connection purpose " + std::to_string(static_cast<uint32_t>(response.purpose)) +
-                       ", expected " + std::to_string(static_cast<uint32_t>(expected)));
+    return remoteError("connection purpose " +
+                       std::to_string(static_cast<uint32_t>(response.purpose)) + ", expected " +
+                       std::to_string(static_cast<uint32_t>(expected)));
   }
   wire::Mac proof = computeMac(secret, "cc-server", response.clientNonce, challenge.serverNonce,
                                static_cast<uint32_t>(response.purpose), response.context);
@@ -75,7 +77,8 @@ Status clientHandshake(int fd, const wire::Secret& secret, wire::Purpose purpose
   wire::Mac expected = computeMac(secret, "cc-server", response.clientNonce, challenge.serverNonce,
                                   static_cast<uint32_t>(purpose), context);
   if (!macEqual(expected, proof)) {
-    return remoteError("authentication failed: the server does not know this communicator's secret");
+    return remoteError(
+        "authentication failed: the server does not know this communicator's secret");
   }
   return Status::ok();
 }
@@ -96,8 +99,9 @@ Result<std::vector<std::byte>> recvFrame(int fd, wire::FrameType expected, uint3
   CC_TRY(recvAll(fd, headerBytes, deadline));
   CC_ASSIGN_OR_RETURN(wire::FrameHeader header, wire::parseFrameHeader(headerBytes, maxLength));
   if (header.type != expected) {
-    return remoteError("unexpected frame type " + std::to_string(static_cast<uint32_t>(header.type)) +
-                       ", expected " + std::to_string(static_cast<uint32_t>(expected)));
+    return remoteError("unexpected frame type " +
+                       std::to_string(static_cast<uint32_t>(header.type)) + ", expected " +
+                       std::to_string(static_cast<uint32_t>(expected)));
   }
   std::vector<std::byte> payload(header.length);
   CC_TRY(recvAll(fd, payload, deadline));

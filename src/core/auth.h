@@ -18,8 +18,8 @@
 namespace cc::auth {
 
 // Server side. On success `context` holds the client's authenticated context value.
-Status serverHandshake(int fd, const wire::Secret& secret, wire::Purpose expected, uint64_t& context,
-                       const Deadline& deadline);
+Status serverHandshake(int fd, const wire::Secret& secret, wire::Purpose expected,
+                       uint64_t& context, const Deadline& deadline);
 // Client side; fails if the server cannot prove it knows the secret either.
 Status clientHandshake(int fd, const wire::Secret& secret, wire::Purpose purpose, uint64_t context,
                        const Deadline& deadline);

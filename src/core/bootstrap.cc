@@ -85,7 +85,8 @@ void handleConnection(std::shared_ptr<RootState> state, FileDescriptor fd, std::
   } inFlight{*state};
   Deadline deadline = Deadline::afterMs(kAuthTimeoutMs);
   uint64_t context = 0;
-  Status status = auth::serverHandshake(fd.get(), state->secret, wire::Purpose::kRootRegister, context, deadline);
+  Status status = auth::serverHandshake(fd.get(), state->secret, wire::Purpose::kRootRegister,
+                                        context, deadline);
   if (!status.isOk()) {
     log::warn("bootstrap root: dropped connection from {}: {}", from, status.message());
     return;
@@ -108,8 +109,8 @@ void handleConnection(std::shared_ptr<RootState> state, FileDescriptor fd, std::
   }
   int rank = message->self.rank;
   if (message->nranks != state->nranks) {
-    log::warn("bootstrap root: rank {} says nranks={}, others said {}; dropped", rank, message->nranks,
-              state->nranks);
+    log::warn("bootstrap root: rank {} says nranks={}, others said {}; dropped", rank,
+              message->nranks, state->nranks);
     return;
   }
   if (state->ranks[static_cast<size_t>(rank)].has_value()) {
@@ -149,7 +150,8 @@ void runRoot(std::shared_ptr<RootState> state, FileDescriptor listener, int64_t 
     if (deadline.expired()) break;
     int rc = ::poll(entries.data(), entries.size(), std::min(deadline.remainingMs(), 1000));
     for (size_t i = 2; rc > 0 && i < entries.size(); ++i) {
-      if ((entries[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) lostRank = std::to_string(entryRanks[i]);
+      if ((entries[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0)
+        lostRank = std::to_string(entryRanks[i]);
     }
     if (!lostRank.empty()) break;
     if (rc <= 0 || (entries[0].revents & POLLIN) == 0) {
@@ -163,7 +165,8 @@ void runRoot(std::shared_ptr<RootState> state, FileDescriptor listener, int64_t 
     int fd = ::accept4(listener.get(), reinterpret_cast<sockaddr*>(&peer), &length, SOCK_CLOEXEC);
     if (fd < 0) {
       // Out of descriptors: the listener stays readable, so back off instead of spinning.
-      if (errno == EMFILE || errno == ENFILE) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (errno == EMFILE || errno == ENFILE)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
       continue;
     }
     FileDescriptor connection(fd);
@@ -171,8 +174,8 @@ void runRoot(std::shared_ptr<RootState> state, FileDescriptor listener, int64_t 
     from.storage = peer;
     from.length = length;
     if (state->handshakesInFlight.load() >= kMaxPendingHandshakes) {
-      log::warn("bootstrap root: dropped connection from {}: {} handshakes already pending", from.toString(),
-                kMaxPendingHandshakes);
+      log::warn("bootstrap root: dropped connection from {}: {} handshakes already pending",
+                from.toString(), kMaxPendingHandshakes);
       continue;
     }
     state->handshakesInFlight.fetch_add(1);
@@ -180,7 +183,8 @@ void runRoot(std::shared_ptr<RootState> state, FileDescriptor listener, int64_t 
       std::thread(handleConnection, state, std::move(connection), from.toString()).detach();
     } catch (const std::system_error& error) {
       state->handshakesInFlight.fetch_sub(1);
-      log::warn("bootstrap root: dropped connection from {}: cannot start a thread: {}", from.toString(), error.what());
+      log::warn("bootstrap root: dropped connection from {}: cannot start a thread: {}",
+                from.toString(), error.what());
     }
   }
   unregisterRootFd(listener.get());
@@ -189,8 +193,10 @@ void runRoot(std::shared_ptr<RootState> state, FileDescriptor listener, int64_t 
   std::unique_lock lock(state->mutex);
   state->finished = true;
   if (!lostRank.empty()) {
-    log::warn("bootstrap root: rank {} disconnected before all ranks registered; closing, so the others fail now",
-              lostRank);
+    log::warn(
+        "bootstrap root: rank {} disconnected before all ranks registered; closing, so the others "
+        "fail now",
+        lostRank);
     return;
   }
   if (state->nranks == 0 || state->registered < state->nranks) {
@@ -208,10 +214,11 @@ void runRoot(std::shared_ptr<RootState> state, FileDescriptor listener, int64_t 
   std::vector<std::byte> encoded = wire::encodePeerTable(table);
   Deadline sendDeadline = Deadline::afterMs(timeoutMs);
   for (auto& registration : state->ranks) {
-    Status status = auth::sendFrame(registration->fd.get(), wire::FrameType::kPeerTable, encoded, sendDeadline);
+    Status status =
+        auth::sendFrame(registration->fd.get(), wire::FrameType::kPeerTable, encoded, sendDeadline);
     if (!status.isOk()) {
-      log::warn("bootstrap root: could not send the table to rank {}: {}", registration->message.self.rank,
-                status.message());
+      log::warn("bootstrap root: could not send the table to rank {}: {}",
+                registration->message.self.rank, status.message());
     }
   }
   log::info("bootstrap root: {} ranks joined", state->nranks);
@@ -227,7 +234,8 @@ uint64_t fnv1a(const std::string& text, uint64_t hash = 1469598103934665603ull) 
 
 // Starts the root's thread; its listener is registered for the atfork handler first (the
 // thread may unregister it as soon as it runs) and unregistered again if no thread starts.
-Status launchRoot(FileDescriptor listener, const SocketAddress& bound, const wire::Secret& secret, int64_t timeoutMs) {
+Status launchRoot(FileDescriptor listener, const SocketAddress& bound, const wire::Secret& secret,
+                  int64_t timeoutMs) {
   auto state = std::make_shared<RootState>();
   state->secret = secret;
   int fd = listener.get();
@@ -236,7 +244,8 @@ Status launchRoot(FileDescriptor listener, const SocketAddress& bound, const wir
     std::thread(runRoot, state, std::move(listener), timeoutMs).detach();
   } catch (const std::system_error& error) {
     unregisterRootFd(fd);
-    return Status(ccSystemError, std::string("cannot start the bootstrap root's thread: ") + error.what());
+    return Status(ccSystemError,
+                  std::string("cannot start the bootstrap root's thread: ") + error.what());
   }
   log::info("bootstrap root listening on {}", bound.toString());
   return Status::ok();
@@ -245,7 +254,8 @@ Status launchRoot(FileDescriptor listener, const SocketAddress& bound, const wir
 }  // namespace
 
 std::string hostName() {
-  if (const char* forced = std::getenv("CC_HOSTNAME"); forced != nullptr && *forced != '\0') return forced;
+  if (const char* forced = std::getenv("CC_HOSTNAME"); forced != nullptr && *forced != '\0')
+    return forced;
   char buffer[256] = {};
   if (gethostname(buffer, sizeof(buffer) - 1) != 0) return "unknown-host";
   return buffer;
@@ -262,7 +272,8 @@ uint64_t hostHash() {
   // Ranks in different network namespaces cannot reach each other's abstract Unix
   // sockets, so for cc they are on different hosts.
   char target[128] = {};
-  if (readlink("/proc/self/ns/net", target, sizeof(target) - 1) > 0) identity += "|" + std::string(target);
+  if (readlink("/proc/self/ns/net", target, sizeof(target) - 1) > 0)
+    identity += "|" + std::string(target);
   return fnv1a(identity);
 }
 
@@ -274,7 +285,8 @@ Status startRootAt(const SocketAddress& address, const wire::Secret& secret, int
 
 Result<wire::UniqueIdContents> startRoot(const Config& config) {
   wire::UniqueIdContents id;
-  CC_ASSIGN_OR_RETURN(id.rootAddress, chooseInterfaceAddress(config.socketIfname, config.socketFamily));
+  CC_ASSIGN_OR_RETURN(id.rootAddress,
+                      chooseInterfaceAddress(config.socketIfname, config.socketFamily));
   CC_TRY(randomBytes(id.secret));
   SocketAddress bound = id.rootAddress;
   CC_ASSIGN_OR_RETURN(FileDescriptor listener, listenTcp(bound));
@@ -288,13 +300,17 @@ Result<std::vector<wire::PeerInfo>> exchangePeerInfo(const wire::UniqueIdContent
                                                      const Config& config) {
   Deadline deadline = Deadline::afterMs(config.timeoutMs);
   auto fd = connectTcp(id.rootAddress, deadline);
-  if (!fd.isOk()) return fd.status().withContext("bootstrap: cannot reach the root at " + id.rootAddress.toString());
+  if (!fd.isOk())
+    return fd.status().withContext("bootstrap: cannot reach the root at " +
+                                   id.rootAddress.toString());
   Status status = auth::clientHandshake(fd->get(), id.secret, wire::Purpose::kRootRegister,
                                         static_cast<uint64_t>(self.rank), deadline);
   if (!status.isOk()) return status.withContext("bootstrap: root at " + id.rootAddress.toString());
   wire::RegisterMessage message{nranks, self};
-  CC_TRY(auth::sendFrame(fd->get(), wire::FrameType::kRegister, wire::encodeRegister(message), deadline));
-  uint32_t limit = static_cast<uint32_t>(std::min<uint64_t>(wire::kMaxFrameBytes, 4096ull * static_cast<uint64_t>(nranks) + 64));
+  CC_TRY(auth::sendFrame(fd->get(), wire::FrameType::kRegister, wire::encodeRegister(message),
+                         deadline));
+  uint32_t limit = static_cast<uint32_t>(
+      std::min<uint64_t>(wire::kMaxFrameBytes, 4096ull * static_cast<uint64_t>(nranks) + 64));
   auto payload = auth::recvFrame(fd->get(), wire::FrameType::kPeerTable, limit, deadline);
   if (!payload.isOk()) {
     return payload.status().withContext("bootstrap: waiting for all " + std::to_string(nranks) +

@@ -1,13 +1,13 @@
 #include "core/config.h"
 
-#include "core/log.h"
-
 #include <sys/socket.h>
 
-#include <iterator>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+
+#include "core/log.h"
 
 namespace cc {
 namespace {
@@ -63,15 +63,17 @@ Result<Config> Config::fromEnvironment() {
       if (strcasecmp(text, kAlgorithmNames[i]) == 0) found = i;
     }
     if (found < 0) {
-      return invalidArgument(std::string("CC_ALGO=") + text +
-                             " is not one of auto, ring, tree, direct, hd, pairwise, bruck, hier, dbt");
+      return invalidArgument(
+          std::string("CC_ALGO=") + text +
+          " is not one of auto, ring, tree, direct, hd, pairwise, bruck, hier, dbt");
     }
     config.algorithm = found;
   }
   config.shmSlotBytes = (config.shmSlotBytes + 63) / 64 * 64;
   if ((config.shmSlots & (config.shmSlots - 1)) != 0) {
     // Slot indices come from 32-bit counters; only a power of two divides 2^32.
-    return invalidArgument("CC_SHM_SLOTS=" + std::to_string(config.shmSlots) + " is not a power of two");
+    return invalidArgument("CC_SHM_SLOTS=" + std::to_string(config.shmSlots) +
+                           " is not a power of two");
   }
 
   if (const char* text = std::getenv("CC_TRANSPORT"); text != nullptr && *text != '\0') {
@@ -84,7 +86,8 @@ Result<Config> Config::fromEnvironment() {
     } else if (strcasecmp(text, "auto") == 0) {
       config.transport = TransportChoice::kAuto;
     } else {
-      return invalidArgument(std::string("CC_TRANSPORT=") + text + " is not one of auto, shm, tcp, ucx");
+      return invalidArgument(std::string("CC_TRANSPORT=") + text +
+                             " is not one of auto, shm, tcp, ucx");
     }
   }
   if (const char* text = std::getenv("CC_NET"); text != nullptr && *text != '\0') {
@@ -105,7 +108,8 @@ Result<Config> Config::fromEnvironment() {
     } else if (strcasecmp(text, "AF_INET6") == 0 || strcmp(text, "6") == 0) {
       config.socketFamily = AF_INET6;
     } else {
-      return invalidArgument(std::string("CC_SOCKET_FAMILY=") + text + " is not AF_INET or AF_INET6");
+      return invalidArgument(std::string("CC_SOCKET_FAMILY=") + text +
+                             " is not AF_INET or AF_INET6");
     }
   }
   if (const char* text = std::getenv("CC_TRACE")) config.tracePath = text;

@@ -18,7 +18,8 @@ enum class TransportChoice { kAuto, kShm, kTcp, kUcx };
 enum class NetChoice { kAuto, kTcp, kUcx };
 
 // CC_ALGO's values, in the order of collectives::Algorithm.
-inline constexpr const char* kAlgorithmNames[] = {"auto", "ring", "tree", "direct", "hd", "pairwise", "bruck", "hier", "dbt"};
+inline constexpr const char* kAlgorithmNames[] = {"auto",     "ring",  "tree", "direct", "hd",
+                                                  "pairwise", "bruck", "hier", "dbt"};
 
 struct Config {
   // A wait that sees no progress for this long fails with ccTimeout.
@@ -27,9 +28,9 @@ struct Config {
   int64_t spinMicros = 20;
   TransportChoice transport = TransportChoice::kAuto;
   NetChoice net = NetChoice::kAuto;
-  std::string socketIfname;   // CC_SOCKET_IFNAME: interface (or prefix) for sockets
-  int socketFamily = 0;       // CC_SOCKET_FAMILY: AF_INET, AF_INET6 or 0 for either
-  int tcpSocketsPerPeer = 2;  // CC_NSOCKS_PERTHREAD
+  std::string socketIfname;                // CC_SOCKET_IFNAME: interface (or prefix) for sockets
+  int socketFamily = 0;                    // CC_SOCKET_FAMILY: AF_INET, AF_INET6 or 0 for either
+  int tcpSocketsPerPeer = 2;               // CC_NSOCKS_PERTHREAD
   size_t tcpStripeThreshold = 256 * 1024;  // messages at least this big use every socket
   size_t shmSlotBytes = 128 * 1024;        // CC_SHM_SLOT_BYTES
   int shmSlots = 8;                        // CC_SHM_SLOTS
@@ -39,15 +40,15 @@ struct Config {
   // (docs/PERFORMANCE.md). Turn it on where the kernel's single copy wins.
   bool shmUseCma = false;
   // Collectives (src/collectives). CC_ALGO: auto, ring, tree, direct, hd
-  // (halving-doubling), pairwise, bruck, hier (hierarchical: within hosts, then across), dbt (double
-  // binary tree); an algorithm that cannot run a collective is
-  // passed over for that collective (CC_DEBUG=INFO says so).
-  int algorithm = 0;  // index into kAlgorithmNames
-  size_t chunkBytes = 0;                   // CC_CHUNK_BYTES; 0: the tuner's choice
-  bool checkCalls = false;                 // CC_CHECK=1: verify every rank made the same call
-  size_t directBytes = 4 << 20;            // CC_DIRECT_BYTES: each rank's staging for direct
-  std::string tracePath;                   // CC_TRACE
-  int flightRecorderEntries = 256;         // CC_FLIGHT_RECORDER_ENTRIES
+  // (halving-doubling), pairwise, bruck, hier (hierarchical: within hosts, then across), dbt
+  // (double binary tree); an algorithm that cannot run a collective is passed over for that
+  // collective (CC_DEBUG=INFO says so).
+  int algorithm = 0;                // index into kAlgorithmNames
+  size_t chunkBytes = 0;            // CC_CHUNK_BYTES; 0: the tuner's choice
+  bool checkCalls = false;          // CC_CHECK=1: verify every rank made the same call
+  size_t directBytes = 4 << 20;     // CC_DIRECT_BYTES: each rank's staging for direct
+  std::string tracePath;            // CC_TRACE
+  int flightRecorderEntries = 256;  // CC_FLIGHT_RECORDER_ENTRIES
 
   static Result<Config> fromEnvironment();
 };

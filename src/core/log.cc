@@ -1,8 +1,8 @@
-#include <atomic>
 #include "core/log.h"
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,10 +23,14 @@ thread_local int gThreadRank = -1;
 
 const char* levelName(Level level) {
   switch (level) {
-    case Level::kWarn: return "WARN";
-    case Level::kInfo: return "INFO";
-    case Level::kTrace: return "TRACE";
-    default: return "";
+    case Level::kWarn:
+      return "WARN";
+    case Level::kInfo:
+      return "INFO";
+    case Level::kTrace:
+      return "TRACE";
+    default:
+      return "";
   }
 }
 
@@ -48,7 +52,9 @@ namespace {
 std::atomic<int> gLevel{-1};
 }  // namespace
 
-void reloadLevel() { gLevel.store(static_cast<int>(parseLevel(std::getenv("CC_DEBUG"))), std::memory_order_relaxed); }
+void reloadLevel() {
+  gLevel.store(static_cast<int>(parseLevel(std::getenv("CC_DEBUG"))), std::memory_order_relaxed);
+}
 
 Level currentLevel() {
   int level = gLevel.load(std::memory_order_relaxed);

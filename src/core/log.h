@@ -30,7 +30,8 @@ void info(fmt::format_string<Args...> format, Args&&... args) {
 }
 template <typename... Args>
 void trace(fmt::format_string<Args...> format, Args&&... args) {
-  if (enabled(Level::kTrace)) write(Level::kTrace, fmt::format(format, std::forward<Args>(args)...));
+  if (enabled(Level::kTrace))
+    write(Level::kTrace, fmt::format(format, std::forward<Args>(args)...));
 }
 
 // Sets the rank shown in this thread's log lines for the lifetime of the object.

@@ -32,7 +32,8 @@ int Deadline::remainingMs(int cap) const {
 
 uint16_t SocketAddress::port() const {
   if (family() == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&storage)->sin_port);
-  if (family() == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_port);
+  if (family() == AF_INET6)
+    return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_port);
   return 0;
 }
 
@@ -44,11 +45,13 @@ void SocketAddress::setPort(uint16_t port) {
 std::string SocketAddress::toString() const {
   char text[INET6_ADDRSTRLEN] = "?";
   if (family() == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr, text, sizeof(text));
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr, text,
+              sizeof(text));
     return std::string(text) + ":" + std::to_string(port());
   }
   if (family() == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_addr, text, sizeof(text));
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_addr, text,
+              sizeof(text));
     return "[" + std::string(text) + "]:" + std::to_string(port());
   }
   return "(no address)";
@@ -143,8 +146,9 @@ Result<SocketAddress> chooseInterfaceAddress(const std::string& ifname, int fami
   freeifaddrs(list);
   if (best.length == 0) best = loopback;
   if (best.length == 0) {
-    return invalidArgument("no usable network interface" +
-                           (ifname.empty() ? std::string() : " matches CC_SOCKET_IFNAME=" + ifname));
+    return invalidArgument(
+        "no usable network interface" +
+        (ifname.empty() ? std::string() : " matches CC_SOCKET_IFNAME=" + ifname));
   }
   best.setPort(0);
   return best;
@@ -172,15 +176,18 @@ void setTcpOptions(int fd) {
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 }
 
-Result<FileDescriptor> connectTcp(const SocketAddress& address, const Deadline& deadline, bool retryRefused) {
+Result<FileDescriptor> connectTcp(const SocketAddress& address, const Deadline& deadline,
+                                  bool retryRefused) {
   auto backoff = std::chrono::milliseconds(1);
   while (true) {
     FileDescriptor fd(::socket(address.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd.valid()) return systemError("socket", errno);
-    int rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length);
+    int rc =
+        ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length);
     int error = rc == 0 ? 0 : errno;
     if (error == EINPROGRESS) {
-      Status waited = waitFor(fd.get(), POLLOUT, deadline, ("connect to " + address.toString()).c_str());
+      Status waited =
+          waitFor(fd.get(), POLLOUT, deadline, ("connect to " + address.toString()).c_str());
       if (!waited.isOk()) return waited;
       socklen_t length = sizeof(error);
       getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length);
@@ -191,7 +198,8 @@ Result<FileDescriptor> connectTcp(const SocketAddress& address, const Deadline& 
       return fd;
     }
     if (error == ECONNREFUSED && !retryRefused) {
-      return remoteError("connect to " + address.toString() + ": connection refused (the peer is gone)");
+      return remoteError("connect to " + address.toString() +
+                         ": connection refused (the peer is gone)");
     }
     if (error != ECONNREFUSED && error != ETIMEDOUT && error != EAGAIN && error != ENETUNREACH) {
       return systemError("connect to " + address.toString(), error);
@@ -214,7 +222,8 @@ Result<FileDescriptor> listenUnix(const std::string& abstractName) {
   return fd;
 }
 
-Result<FileDescriptor> connectUnix(const std::string& abstractName, const Deadline& deadline, bool retryRefused) {
+Result<FileDescriptor> connectUnix(const std::string& abstractName, const Deadline& deadline,
+                                   bool retryRefused) {
   socklen_t length = 0;
   sockaddr_un address = abstractAddress(abstractName, length);
   while (true) {
@@ -262,7 +271,8 @@ Status sendAll(int fd, std::span<const std::byte> data, const Deadline& deadline
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) return remoteError("connection closed by peer");
+    if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+      return remoteError("connection closed by peer");
     return systemError("send", errno);
   }
   return Status::ok();

@@ -46,7 +46,9 @@ using Clock = std::chrono::steady_clock;
 
 class Deadline {
  public:
-  static Deadline afterMs(int64_t ms) { return Deadline(Clock::now() + std::chrono::milliseconds(ms)); }
+  static Deadline afterMs(int64_t ms) {
+    return Deadline(Clock::now() + std::chrono::milliseconds(ms));
+  }
   explicit Deadline(Clock::time_point when) : when_(when) {}
   bool expired() const { return Clock::now() >= when_; }
   // Milliseconds left, rounded up, at least 0 and at most `cap`.
@@ -83,7 +85,8 @@ Result<FileDescriptor> listenTcp(SocketAddress& address, int backlog = SOMAXCONN
 // listener may not be up yet: the bootstrap root); without it a refusal is a
 // ccRemoteError at once (a peer whose listener was up and is gone). The socket returned
 // is blocking with TCP_NODELAY set.
-Result<FileDescriptor> connectTcp(const SocketAddress& address, const Deadline& deadline, bool retryRefused = true);
+Result<FileDescriptor> connectTcp(const SocketAddress& address, const Deadline& deadline,
+                                  bool retryRefused = true);
 
 // Abstract-namespace Unix sockets (the name is given without the leading NUL).
 Result<FileDescriptor> listenUnix(const std::string& abstractName);

@@ -36,7 +36,9 @@ class [[nodiscard]] Status {
 inline Status invalidArgument(std::string message) {
   return Status(ccInvalidArgument, std::move(message));
 }
-inline Status invalidUsage(std::string message) { return Status(ccInvalidUsage, std::move(message)); }
+inline Status invalidUsage(std::string message) {
+  return Status(ccInvalidUsage, std::move(message));
+}
 inline Status remoteError(std::string message) { return Status(ccRemoteError, std::move(message)); }
 inline Status timeoutError(std::string message) { return Status(ccTimeout, std::move(message)); }
 inline Status internalError(std::string message) {
@@ -48,7 +50,7 @@ Status systemError(const std::string& what, int errnoValue);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : value_(std::move(status)) {}  // NOLINT
 
   bool isOk() const { return std::holds_alternative<T>(value_); }
@@ -68,14 +70,15 @@ class [[nodiscard]] Result {
 #define CC_CONCAT(a, b) CC_CONCAT_INNER(a, b)
 
 // Returns the Status of `expr` from the enclosing function when it is not ok.
-#define CC_TRY(expr)                              \
-  do {                                            \
-    ::cc::Status ccTryStatus_ = (expr);           \
+#define CC_TRY(expr)                               \
+  do {                                             \
+    ::cc::Status ccTryStatus_ = (expr);            \
     if (!ccTryStatus_.isOk()) return ccTryStatus_; \
   } while (0)
 
 // `CC_ASSIGN_OR_RETURN(auto x, f())`: unwraps a Result<T> or returns its Status.
-#define CC_ASSIGN_OR_RETURN(lhs, expr) CC_ASSIGN_OR_RETURN_IMPL(CC_CONCAT(ccResult_, __LINE__), lhs, expr)
+#define CC_ASSIGN_OR_RETURN(lhs, expr) \
+  CC_ASSIGN_OR_RETURN_IMPL(CC_CONCAT(ccResult_, __LINE__), lhs, expr)
 #define CC_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                             \
   if (!tmp.isOk()) return tmp.status();          \

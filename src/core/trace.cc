@@ -11,17 +11,19 @@
 namespace cc {
 
 int64_t nowNanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
 std::shared_ptr<TraceSink> TraceSink::open(const std::string& prefix, int rank) {
   if (prefix.empty()) return nullptr;
-  return std::shared_ptr<TraceSink>(new TraceSink(prefix + ".rank" + std::to_string(rank) + ".json", rank));
+  return std::shared_ptr<TraceSink>(
+      new TraceSink(prefix + ".rank" + std::to_string(rank) + ".json", rank));
 }
 
-void TraceSink::record(const char* name, int lane, int64_t startNs, int64_t endNs, int peer, size_t bytes,
-                       uint64_t sequence) {
+void TraceSink::record(const char* name, int lane, int64_t startNs, int64_t endNs, int peer,
+                       size_t bytes, uint64_t sequence) {
   std::lock_guard lock(mutex_);
   events_.push_back({name, lane, startNs, endNs, peer, bytes, sequence});
 }
@@ -33,7 +35,9 @@ TraceSink::~TraceSink() {
     return;
   }
   std::fprintf(file, "{\"traceEvents\":[\n");
-  std::fprintf(file, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d (pid %d)\"}}",
+  std::fprintf(file,
+               "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d "
+               "(pid %d)\"}}",
                rank_, rank_, getpid());
   for (const Event& event : events_) {
     std::fprintf(file,
@@ -52,9 +56,10 @@ OpRecord* FlightRecorder::find(uint64_t sequence) {
   return record.sequence == sequence ? &record : nullptr;
 }
 
-void FlightRecorder::begin(uint64_t sequence, const char* kind, const char* direction, int peer, size_t bytes,
-                           int64_t nowNs) {
-  records_[sequence % records_.size()] = OpRecord{sequence, kind, direction, peer, bytes, nowNs, 0, OpState::kRunning};
+void FlightRecorder::begin(uint64_t sequence, const char* kind, const char* direction, int peer,
+                           size_t bytes, int64_t nowNs) {
+  records_[sequence % records_.size()] =
+      OpRecord{sequence, kind, direction, peer, bytes, nowNs, 0, OpState::kRunning};
   newest_ = sequence;
   any_ = true;
 }
@@ -80,9 +85,10 @@ std::string FlightRecorder::dump(size_t count) const {
     const OpRecord& record = records_[sequence % records_.size()];
     if (record.sequence != sequence || record.kind[0] == '\0') continue;
     bool plain = std::strcmp(record.kind, record.direction) == 0;
-    text += fmt::format("  #{} {}{}{} {} rank {}, {} bytes: {}", record.sequence, record.kind, plain ? "" : " ",
-                        plain ? "" : record.direction, std::strcmp(record.direction, "send") == 0 ? "to" : "from",
-                        record.peer, record.bytes, kStateNames[static_cast<int>(record.state)]);
+    text += fmt::format("  #{} {}{}{} {} rank {}, {} bytes: {}", record.sequence, record.kind,
+                        plain ? "" : " ", plain ? "" : record.direction,
+                        std::strcmp(record.direction, "send") == 0 ? "to" : "from", record.peer,
+                        record.bytes, kStateNames[static_cast<int>(record.state)]);
     if (record.state != OpState::kDone && record.startNs != 0) {
       int64_t end = record.endNs != 0 ? record.endNs : now;
       text += fmt::format(" after {:.3f} ms", static_cast<double>(end - record.startNs) / 1e6);

@@ -61,7 +61,8 @@ class FlightRecorder {
  public:
   explicit FlightRecorder(size_t capacity) : records_(capacity) {}
   // `nowNs`: the caller's clock reading (one per call of the executor, not per message).
-  void begin(uint64_t sequence, const char* kind, const char* direction, int peer, size_t bytes, int64_t nowNs);
+  void begin(uint64_t sequence, const char* kind, const char* direction, int peer, size_t bytes,
+             int64_t nowNs);
   void finish(uint64_t sequence, OpState state, int64_t nowNs = 0);
   // When the operation started waiting (the executor learns it lazily).
   void setStart(uint64_t sequence, int64_t nowNs);

@@ -65,8 +65,9 @@ void Writer::address(const SocketAddress& address) {
 
 Status Reader::need(size_t count) const {
   if (count > remaining()) {
-    return remoteError("malformed message: needs " + std::to_string(count) + " more bytes at offset " +
-                       std::to_string(offset_) + ", has " + std::to_string(remaining()));
+    return remoteError("malformed message: needs " + std::to_string(count) +
+                       " more bytes at offset " + std::to_string(offset_) + ", has " +
+                       std::to_string(remaining()));
   }
   return Status::ok();
 }
@@ -79,19 +80,22 @@ Status Reader::u8(uint8_t& value) {
 Status Reader::u16(uint16_t& value) {
   CC_TRY(need(2));
   value = 0;
-  for (int i = 0; i < 2; ++i) value |= static_cast<uint16_t>(static_cast<uint8_t>(bytes_[offset_++])) << (8 * i);
+  for (int i = 0; i < 2; ++i)
+    value |= static_cast<uint16_t>(static_cast<uint8_t>(bytes_[offset_++])) << (8 * i);
   return Status::ok();
 }
 Status Reader::u32(uint32_t& value) {
   CC_TRY(need(4));
   value = 0;
-  for (int i = 0; i < 4; ++i) value |= static_cast<uint32_t>(static_cast<uint8_t>(bytes_[offset_++])) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    value |= static_cast<uint32_t>(static_cast<uint8_t>(bytes_[offset_++])) << (8 * i);
   return Status::ok();
 }
 Status Reader::u64(uint64_t& value) {
   CC_TRY(need(8));
   value = 0;
-  for (int i = 0; i < 8; ++i) value |= static_cast<uint64_t>(static_cast<uint8_t>(bytes_[offset_++])) << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    value |= static_cast<uint64_t>(static_cast<uint8_t>(bytes_[offset_++])) << (8 * i);
   return Status::ok();
 }
 Status Reader::raw(std::span<std::byte> out) {
@@ -279,7 +283,8 @@ Result<Response> parseResponse(std::span<const std::byte> bytes) {
   Response response;
   uint32_t purpose = 0;
   CC_TRY(reader.u32(purpose));
-  if (purpose < 1 || purpose > 3) return remoteError("malformed response: purpose " + std::to_string(purpose));
+  if (purpose < 1 || purpose > 3)
+    return remoteError("malformed response: purpose " + std::to_string(purpose));
   response.purpose = static_cast<Purpose>(purpose);
   CC_TRY(reader.u64(response.context));
   CC_TRY(reader.raw(response.clientNonce));
@@ -294,9 +299,11 @@ Result<FrameHeader> parseFrameHeader(std::span<const std::byte> bytes, uint32_t 
   uint32_t type = 0;
   CC_TRY(reader.u32(header.length));
   CC_TRY(reader.u32(type));
-  if (type < 1 || type > 5) return remoteError("malformed frame: unknown type " + std::to_string(type));
+  if (type < 1 || type > 5)
+    return remoteError("malformed frame: unknown type " + std::to_string(type));
   if (header.length > maxLength || header.length > kMaxFrameBytes) {
-    return remoteError("frame of " + std::to_string(header.length) + " bytes exceeds the limit of " +
+    return remoteError("frame of " + std::to_string(header.length) +
+                       " bytes exceeds the limit of " +
                        std::to_string(std::min(maxLength, kMaxFrameBytes)));
   }
   header.type = static_cast<FrameType>(type);
@@ -314,8 +321,8 @@ Result<RegisterMessage> parseRegister(std::span<const std::byte> bytes) {
   message.nranks = static_cast<int32_t>(nranks);
   CC_TRY(parsePeer(reader, message.self));
   if (message.self.rank < 0 || message.self.rank >= message.nranks) {
-    return remoteError("register: rank " + std::to_string(message.self.rank) + " out of range for " +
-                       std::to_string(nranks) + " ranks");
+    return remoteError("register: rank " + std::to_string(message.self.rank) +
+                       " out of range for " + std::to_string(nranks) + " ranks");
   }
   CC_TRY(reader.expectEnd());
   return message;
@@ -347,7 +354,8 @@ Result<ShmSetup> parseShmSetup(std::span<const std::byte> bytes) {
   CC_TRY(reader.u64(setup.probeValue));
   CC_TRY(reader.expectEnd());
   if (setup.slots < 2 || setup.slots > 1024 || (setup.slots & (setup.slots - 1)) != 0) {
-    return remoteError("shm setup: " + std::to_string(setup.slots) + " slots (must be a power of two in [2, 1024])");
+    return remoteError("shm setup: " + std::to_string(setup.slots) +
+                       " slots (must be a power of two in [2, 1024])");
   }
   if (setup.slotBytes < 4096 || setup.slotBytes > (64u << 20) || setup.slotBytes % 64 != 0) {
     return remoteError("shm setup: slot of " + std::to_string(setup.slotBytes) + " bytes");
@@ -370,7 +378,9 @@ Result<UniqueIdContents> parseUniqueId(std::span<const std::byte> bytes) {
   if (bytes.size() != CC_UNIQUE_ID_BYTES) return invalidArgument("unique id has the wrong size");
   Reader reader(bytes);
   Status header = checkMagicAndVersion(reader);
-  if (!header.isOk()) return invalidArgument("commId is not a ccUniqueId from ccGetUniqueId (" + header.message() + ")");
+  if (!header.isOk())
+    return invalidArgument("commId is not a ccUniqueId from ccGetUniqueId (" + header.message() +
+                           ")");
   UniqueIdContents contents;
   Status address = reader.address(contents.rootAddress);
   if (!address.isOk() || contents.rootAddress.length == 0) {

@@ -134,7 +134,9 @@ class Writer {
   void u16(uint16_t value);
   void u32(uint32_t value);
   void u64(uint64_t value);
-  void raw(std::span<const std::byte> data) { bytes_.insert(bytes_.end(), data.begin(), data.end()); }
+  void raw(std::span<const std::byte> data) {
+    bytes_.insert(bytes_.end(), data.begin(), data.end());
+  }
   void string(const std::string& text);  // u16 length + bytes
   void address(const SocketAddress& address);
   std::vector<std::byte>& bytes() { return bytes_; }

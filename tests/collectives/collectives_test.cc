@@ -18,10 +18,21 @@ namespace cc::testing {
 namespace {
 
 using Kind = int;  // index into kKinds
-enum : Kind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kAllToAllv, kKindCount };
-const char* const kKindNames[] = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "alltoallv"};
+enum : Kind {
+  kAllReduce,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kAllToAllv,
+  kKindCount
+};
+const char* const kKindNames[] = {"allreduce",     "broadcast", "reduce",   "allgather",
+                                  "reducescatter", "alltoall",  "alltoallv"};
 
-const ccDataType_t kTypes[] = {ccInt8, ccUint8, ccInt32, ccUint32, ccInt64, ccUint64, ccFloat16, ccFloat32, ccFloat64, ccBfloat16};
+const ccDataType_t kTypes[] = {ccInt8,   ccUint8,   ccInt32,   ccUint32,  ccInt64,
+                               ccUint64, ccFloat16, ccFloat32, ccFloat64, ccBfloat16};
 const ccRedOp_t kOps[] = {ccSum, ccProd, ccMax, ccMin, ccAvg};
 
 bool reduces(Kind kind) { return kind == kAllReduce || kind == kReduce || kind == kReduceScatter; }
@@ -33,7 +44,9 @@ uint64_t hashBytes(const std::byte* data, size_t bytes) {
 }
 
 // All-to-allv counts: rank `from` sends (from + 2 * to + count) % (count + 3) elements to `to`.
-size_t vCount(int from, int to, size_t count) { return (static_cast<size_t>(from) + 2 * static_cast<size_t>(to) + count) % (count + 3); }
+size_t vCount(int from, int to, size_t count) {
+  return (static_cast<size_t>(from) + 2 * static_cast<size_t>(to) + count) % (count + 3);
+}
 
 struct Case {
   Kind kind;
@@ -46,9 +59,10 @@ struct Case {
 };
 
 std::string describe(const Case& c, int nranks) {
-  return std::string(kKindNames[c.kind]) + " " + collectives::dataTypeName(c.type) + " " + collectives::redOpName(c.op) +
-         " count " + std::to_string(c.count) + (c.inPlace ? " in place" : " out of place") + " root " +
-         std::to_string(c.root) + " on " + std::to_string(nranks) + " ranks";
+  return std::string(kKindNames[c.kind]) + " " + collectives::dataTypeName(c.type) + " " +
+         collectives::redOpName(c.op) + " count " + std::to_string(c.count) +
+         (c.inPlace ? " in place" : " out of place") + " root " + std::to_string(c.root) + " on " +
+         std::to_string(nranks) + " ranks";
 }
 
 // Runs one case on this rank and checks it; returns a hash of what must agree across
@@ -80,7 +94,8 @@ uint64_t runCase(const Case& c, ccComm_t comm, int rank, int n) {
     size_t count = sendCount;
     if (c.kind == kAllToAllv) {
       count = 0;
-      for (size_t p = 0; p < ranks; ++p) count += vCount(static_cast<int>(r), static_cast<int>(p), c.count);
+      for (size_t p = 0; p < ranks; ++p)
+        count += vCount(static_cast<int>(r), static_cast<int>(p), c.count);
     }
     inputs[r].resize(std::max<size_t>(count, 1) * size);
     fillInput(inputs[r].data(), count, c.type, c.op, static_cast<int>(r), c.seed);
@@ -107,17 +122,30 @@ uint64_t runCase(const Case& c, ccComm_t comm, int rank, int n) {
   }
   ccResult_t result = ccSuccess;
   switch (c.kind) {
-    case kAllReduce: result = ccAllReduce(sendPtr, recvPtr, c.count, c.type, c.op, comm, nullptr); break;
-    case kBroadcast: result = ccBroadcast(sendPtr, recvPtr, c.count, c.type, c.root, comm, nullptr); break;
-    case kReduce: result = ccReduce(sendPtr, recvPtr, c.count, c.type, c.op, c.root, comm, nullptr); break;
-    case kAllGather: result = ccAllGather(sendPtr, recvPtr, c.count, c.type, comm, nullptr); break;
-    case kReduceScatter: result = ccReduceScatter(sendPtr, recvPtr, c.count, c.type, c.op, comm, nullptr); break;
-    case kAllToAll: result = ccAllToAll(sendPtr, recvPtr, c.count, c.type, comm, nullptr); break;
-    case kAllToAllv:
-      result = ccAllToAllv(sendPtr, sendCounts.data(), sendDispls.data(), recvPtr, recvCounts.data(), recvDispls.data(),
-                           c.type, comm, nullptr);
+    case kAllReduce:
+      result = ccAllReduce(sendPtr, recvPtr, c.count, c.type, c.op, comm, nullptr);
       break;
-    default: break;
+    case kBroadcast:
+      result = ccBroadcast(sendPtr, recvPtr, c.count, c.type, c.root, comm, nullptr);
+      break;
+    case kReduce:
+      result = ccReduce(sendPtr, recvPtr, c.count, c.type, c.op, c.root, comm, nullptr);
+      break;
+    case kAllGather:
+      result = ccAllGather(sendPtr, recvPtr, c.count, c.type, comm, nullptr);
+      break;
+    case kReduceScatter:
+      result = ccReduceScatter(sendPtr, recvPtr, c.count, c.type, c.op, comm, nullptr);
+      break;
+    case kAllToAll:
+      result = ccAllToAll(sendPtr, recvPtr, c.count, c.type, comm, nullptr);
+      break;
+    case kAllToAllv:
+      result = ccAllToAllv(sendPtr, sendCounts.data(), sendDispls.data(), recvPtr,
+                           recvCounts.data(), recvDispls.data(), c.type, comm, nullptr);
+      break;
+    default:
+      break;
   }
   EXPECT_EQ(result, ccSuccess) << describe(c, n) << ": " << ccGetLastError(comm);
   if (result != ccSuccess) return 0;
@@ -127,11 +155,13 @@ uint64_t runCase(const Case& c, ccComm_t comm, int rank, int n) {
   };
   switch (c.kind) {
     case kAllReduce:
-      for (size_t i = 0; i < c.count && error.empty(); ++i) fail(checkReduced(recvPtr, i, inputs, i, c.type, c.op));
+      for (size_t i = 0; i < c.count && error.empty(); ++i)
+        fail(checkReduced(recvPtr, i, inputs, i, c.type, c.op));
       break;
     case kReduce:
       if (rank == c.root) {
-        for (size_t i = 0; i < c.count && error.empty(); ++i) fail(checkReduced(recvPtr, i, inputs, i, c.type, c.op));
+        for (size_t i = 0; i < c.count && error.empty(); ++i)
+          fail(checkReduced(recvPtr, i, inputs, i, c.type, c.op));
       }
       break;
     case kReduceScatter:
@@ -140,16 +170,19 @@ uint64_t runCase(const Case& c, ccComm_t comm, int rank, int n) {
       }
       break;
     case kBroadcast:
-      if (std::memcmp(recvPtr, inputs[static_cast<size_t>(c.root)].data(), c.count * size) != 0) fail("broadcast differs");
+      if (std::memcmp(recvPtr, inputs[static_cast<size_t>(c.root)].data(), c.count * size) != 0)
+        fail("broadcast differs");
       break;
     case kAllGather:
       for (size_t r = 0; r < ranks; ++r) {
-        if (std::memcmp(recvPtr + r * c.count * size, inputs[r].data(), c.count * size) != 0) fail("block " + std::to_string(r) + " differs");
+        if (std::memcmp(recvPtr + r * c.count * size, inputs[r].data(), c.count * size) != 0)
+          fail("block " + std::to_string(r) + " differs");
       }
       break;
     case kAllToAll:
       for (size_t r = 0; r < ranks; ++r) {
-        if (std::memcmp(recvPtr + r * c.count * size, inputs[r].data() + me * c.count * size, c.count * size) != 0) {
+        if (std::memcmp(recvPtr + r * c.count * size, inputs[r].data() + me * c.count * size,
+                        c.count * size) != 0) {
           fail("block from rank " + std::to_string(r) + " differs");
         }
       }
@@ -157,14 +190,18 @@ uint64_t runCase(const Case& c, ccComm_t comm, int rank, int n) {
     case kAllToAllv:
       for (size_t r = 0; r < ranks; ++r) {
         size_t offset = 0;  // where rank r's block for me starts in its input
-        for (size_t p = 0; p < me; ++p) offset += vCount(static_cast<int>(r), static_cast<int>(p), c.count);
-        if (std::memcmp(recvPtr + recvDispls[r] * size, inputs[r].data() + offset * size, recvCounts[r] * size) != 0) {
+        for (size_t p = 0; p < me; ++p)
+          offset += vCount(static_cast<int>(r), static_cast<int>(p), c.count);
+        if (std::memcmp(recvPtr + recvDispls[r] * size, inputs[r].data() + offset * size,
+                        recvCounts[r] * size) != 0) {
           fail("block from rank " + std::to_string(r) + " differs");
         }
-        if (r + 1 < ranks && recv[(recvDispls[r + 1] - 1) * size] != std::byte{0x5a}) fail("the gap before block " + std::to_string(r + 1) + " was written");
+        if (r + 1 < ranks && recv[(recvDispls[r + 1] - 1) * size] != std::byte{0x5a})
+          fail("the gap before block " + std::to_string(r + 1) + " was written");
       }
       break;
-    default: break;
+    default:
+      break;
   }
   EXPECT_TRUE(error.empty()) << describe(c, n) << ": " << error;
   bool identical = c.kind == kAllReduce || c.kind == kBroadcast || c.kind == kAllGather;
@@ -182,7 +219,8 @@ void checkSameEverywhere(const std::vector<uint64_t>& hashes, ccComm_t comm, int
   for (int peer = 1; peer < n; ++peer) {
     CC_ASSERT_OK(ccRecv(theirs.data(), theirs.size(), ccUint64, peer, comm, nullptr));
     for (size_t i = 0; i < hashes.size(); ++i) {
-      EXPECT_EQ(theirs[i], hashes[i]) << "case " << i << ": rank " << peer << " got different bits from rank 0";
+      EXPECT_EQ(theirs[i], hashes[i])
+          << "case " << i << ": rank " << peer << " got different bits from rank 0";
     }
   }
 }
@@ -201,42 +239,49 @@ TEST_P(CollectiveMatrix, EveryTypeOpAndLayoutMatchesTheReference) {
   options.env["CC_ALGO"] = param.algorithm;
   if (*param.chunkBytes != '\0') options.env["CC_CHUNK_BYTES"] = param.chunkBytes;
   options.env["CC_DIRECT_BYTES"] = "65536";  // many rounds even for small vectors
-  runRanks(param.nranks, [&](RankContext& context) {
-    ccComm_t comm = context.initComm();
-    ASSERT_NE(comm, nullptr);
-    const int n = context.nranks;
-    std::vector<uint64_t> hashes;
-    uint64_t seed = 1;
-    for (Kind kind = 0; kind < kKindCount; ++kind) {
-      for (ccDataType_t type : kTypes) {
-        for (ccRedOp_t op : kOps) {
-          if (!reduces(kind) && op != ccSum) continue;
-          for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1031}}) {
-            for (bool inPlace : {false, true}) {
-              if (inPlace && (kind == kAllToAll || kind == kAllToAllv)) continue;
-              Case c{kind, type, op, count, inPlace, static_cast<int>(seed % static_cast<uint64_t>(n)), seed};
-              ++seed;
-              uint64_t first = runCase(c, comm, context.rank, n);
-              if (::testing::Test::HasFailure()) return;
-              hashes.push_back(first);
-              if (count == 1031 && first != 0) {
-                // The same call again gives the same bits.
-                EXPECT_EQ(runCase(c, comm, context.rank, n), first) << describe(c, n) << ": a repeat differs";
+  runRanks(
+      param.nranks,
+      [&](RankContext& context) {
+        ccComm_t comm = context.initComm();
+        ASSERT_NE(comm, nullptr);
+        const int n = context.nranks;
+        std::vector<uint64_t> hashes;
+        uint64_t seed = 1;
+        for (Kind kind = 0; kind < kKindCount; ++kind) {
+          for (ccDataType_t type : kTypes) {
+            for (ccRedOp_t op : kOps) {
+              if (!reduces(kind) && op != ccSum) continue;
+              for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1031}}) {
+                for (bool inPlace : {false, true}) {
+                  if (inPlace && (kind == kAllToAll || kind == kAllToAllv)) continue;
+                  Case c{kind,  type,    op,
+                         count, inPlace, static_cast<int>(seed % static_cast<uint64_t>(n)),
+                         seed};
+                  ++seed;
+                  uint64_t first = runCase(c, comm, context.rank, n);
+                  if (::testing::Test::HasFailure()) return;
+                  hashes.push_back(first);
+                  if (count == 1031 && first != 0) {
+                    // The same call again gives the same bits.
+                    EXPECT_EQ(runCase(c, comm, context.rank, n), first)
+                        << describe(c, n) << ": a repeat differs";
+                  }
+                }
               }
             }
           }
         }
-      }
-    }
-    checkSameEverywhere(hashes, comm, context.rank, n);
-    CC_ASSERT_OK(ccCommDestroy(comm));
-  }, options);
+        checkSameEverywhere(hashes, comm, context.rank, n);
+        CC_ASSERT_OK(ccCommDestroy(comm));
+      },
+      options);
 }
 
 std::vector<MatrixParam> matrixParams() {
   std::vector<MatrixParam> params;
   for (int n = 1; n <= 8; ++n) {
-    for (const char* algorithm : {"auto", "ring", "tree", "direct", "hd", "pairwise", "bruck", "dbt"}) {
+    for (const char* algorithm :
+         {"auto", "ring", "tree", "direct", "hd", "pairwise", "bruck", "dbt"}) {
       params.push_back({n, algorithm, ""});
     }
     params.push_back({n, "ring", "1000"});
@@ -250,8 +295,10 @@ std::vector<MatrixParam> matrixParams() {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CollectiveMatrix, ::testing::ValuesIn(matrixParams()),
                          [](const ::testing::TestParamInfo<MatrixParam>& param) {
-                           std::string name = std::to_string(param.param.nranks) + "ranks_" + param.param.algorithm;
-                           if (*param.param.chunkBytes != 0) name += std::string("_chunk") + param.param.chunkBytes;
+                           std::string name = std::to_string(param.param.nranks) + "ranks_" +
+                                              param.param.algorithm;
+                           if (*param.param.chunkBytes != 0)
+                             name += std::string("_chunk") + param.param.chunkBytes;
                            return name;
                          });
 

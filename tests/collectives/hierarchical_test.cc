@@ -40,7 +40,8 @@ TEST_P(Hierarchical, AllReduceMatchesTheReferenceOnEveryRank) {
     auto impl = comm::communicatorOf(comm);
     ASSERT_NE(impl, nullptr);
     bool hierOffered = false;
-    for (collectives::Algorithm a : collectives::candidates(*impl, collectives::CollectiveKind::kAllReduce)) {
+    for (collectives::Algorithm a :
+         collectives::candidates(*impl, collectives::CollectiveKind::kAllReduce)) {
       hierOffered = hierOffered || a == collectives::Algorithm::kHierarchical;
     }
     EXPECT_TRUE(hierOffered);
@@ -60,15 +61,18 @@ TEST_P(Hierarchical, AllReduceMatchesTheReferenceOnEveryRank) {
             }
             ++seed;
             std::vector<std::byte> out(count * size);
-            CC_ASSERT_OK(ccAllReduce(inputs[me].data(), out.data(), count, type, op, comm, nullptr));
+            CC_ASSERT_OK(
+                ccAllReduce(inputs[me].data(), out.data(), count, type, op, comm, nullptr));
             for (size_t i = 0; i < count; i += (count > 5000 ? 37 : 1)) {
               std::string error = checkReduced(out.data(), i, inputs, i, type, op);
-              ASSERT_TRUE(error.empty()) << algorithm << " " << collectives::dataTypeName(type) << " "
-                                         << collectives::redOpName(op) << " count " << count << ": " << error;
+              ASSERT_TRUE(error.empty())
+                  << algorithm << " " << collectives::dataTypeName(type) << " "
+                  << collectives::redOpName(op) << " count " << count << ": " << error;
             }
             // In place too.
             std::vector<std::byte> inPlace = inputs[me];
-            CC_ASSERT_OK(ccAllReduce(inPlace.data(), inPlace.data(), count, type, op, comm, nullptr));
+            CC_ASSERT_OK(
+                ccAllReduce(inPlace.data(), inPlace.data(), count, type, op, comm, nullptr));
             ASSERT_EQ(inPlace, out) << algorithm << ": in place differs from out of place";
           }
         }
@@ -95,24 +99,31 @@ TEST_P(Hierarchical, RingFollowsThePlanAndStaysCorrect) {
     ASSERT_EQ(ring.size(), static_cast<size_t>(n));
     std::vector<int> sorted = ring;
     std::sort(sorted.begin(), sorted.end());
-    for (int r = 0; r < n; ++r) ASSERT_EQ(sorted[static_cast<size_t>(r)], r) << "the ring misses or repeats a rank";
+    for (int r = 0; r < n; ++r)
+      ASSERT_EQ(sorted[static_cast<size_t>(r)], r) << "the ring misses or repeats a rank";
     int crossings = 0;
     for (int p = 0; p < n; ++p) {
       int from = ring[static_cast<size_t>(p)];
       int to = ring[static_cast<size_t>((p + 1) % n)];
-      crossings += param.hostOfRank[static_cast<size_t>(from)] != param.hostOfRank[static_cast<size_t>(to)] ? 1 : 0;
+      crossings +=
+          param.hostOfRank[static_cast<size_t>(from)] != param.hostOfRank[static_cast<size_t>(to)]
+              ? 1
+              : 0;
     }
     EXPECT_EQ(crossings, hosts) << "ring crosses between hosts more often than once per host";
 
     impl->algorithmOverride() = static_cast<int>(collectives::parseAlgorithm("ring"));
     const size_t count = 1031;
     std::vector<float> whole(count * static_cast<size_t>(n));
-    for (size_t i = 0; i < whole.size(); ++i) whole[i] = static_cast<float>(context.rank * 1000 + static_cast<int>(i % 977));
+    for (size_t i = 0; i < whole.size(); ++i)
+      whole[i] = static_cast<float>(context.rank * 1000 + static_cast<int>(i % 977));
     std::vector<float> mine(count);
-    CC_ASSERT_OK(ccReduceScatter(whole.data(), mine.data(), count, ccFloat32, ccSum, comm, nullptr));
+    CC_ASSERT_OK(
+        ccReduceScatter(whole.data(), mine.data(), count, ccFloat32, ccSum, comm, nullptr));
     for (size_t i = 0; i < count; ++i) {
       size_t global = static_cast<size_t>(context.rank) * count + i;
-      float expected = static_cast<float>(1000 * (n * (n - 1) / 2) + n * static_cast<int>(global % 977));
+      float expected =
+          static_cast<float>(1000 * (n * (n - 1) / 2) + n * static_cast<int>(global % 977));
       ASSERT_EQ(mine[i], expected) << "reduce-scatter element " << i << " on rank " << context.rank;
     }
     std::vector<float> gathered(count * static_cast<size_t>(n), -1.0f);
@@ -137,16 +148,18 @@ TEST(TopologyPlan, RanksThatPlanDifferentlyAreRefusedEverywhere) {
     EXPECT_EQ(comm, nullptr);
     std::string error = ccGetLastError(nullptr);
     EXPECT_TRUE(error.find("planned different rings or trees") != std::string::npos ||
-                error.find("closed the connection") != std::string::npos || error.find("gone") != std::string::npos)
+                error.find("closed the connection") != std::string::npos ||
+                error.find("gone") != std::string::npos)
         << "rank " << context.rank << ": " << error;
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Hosts, Hierarchical,
-                         ::testing::Values(HostsParam{{0, 0, 1, 1}, "two_hosts_of_two"},
-                                           HostsParam{{0, 0, 0, 1, 2, 2}, "three_hosts_of_three_one_two"},
-                                           HostsParam{{0, 1, 0, 1, 1}, "interleaved_hosts"}),
-                         [](const ::testing::TestParamInfo<HostsParam>& p) { return std::string(p.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Hosts, Hierarchical,
+    ::testing::Values(HostsParam{{0, 0, 1, 1}, "two_hosts_of_two"},
+                      HostsParam{{0, 0, 0, 1, 2, 2}, "three_hosts_of_three_one_two"},
+                      HostsParam{{0, 1, 0, 1, 1}, "interleaved_hosts"}),
+    [](const ::testing::TestParamInfo<HostsParam>& p) { return std::string(p.param.name); });
 
 }  // namespace
 }  // namespace cc::testing

@@ -2,14 +2,14 @@
 // their definitions (every half value, rounding at every tie), every instruction set
 // giving the same bits as the generic code for every type and op, odd lengths and
 // aliased destinations, and float16 sums accumulated in float32 across sources.
+#include "collectives/reduce_kernels.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
-
-#include "collectives/reduce_kernels.h"
 
 namespace cc::collectives {
 namespace {
@@ -70,12 +70,15 @@ TEST(Bfloat16Conversion, TruncatedFloatsRoundToNearestEven) {
     // The result is one of the two neighbours, the nearer, ties to even.
     auto low = static_cast<uint16_t>(bits >> 16);
     uint32_t remainder = bits & 0xffff;
-    uint16_t expected = remainder > 0x8000 || (remainder == 0x8000 && (low & 1)) ? static_cast<uint16_t>(low + 1) : low;
+    uint16_t expected = remainder > 0x8000 || (remainder == 0x8000 && (low & 1))
+                            ? static_cast<uint16_t>(low + 1)
+                            : low;
     ASSERT_EQ(rounded, expected) << std::hex << bits;
   }
 }
 
-const ccDataType_t kTypes[] = {ccInt8, ccUint8, ccInt32, ccUint32, ccInt64, ccUint64, ccFloat16, ccFloat32, ccFloat64, ccBfloat16};
+const ccDataType_t kTypes[] = {ccInt8,   ccUint8,   ccInt32,   ccUint32,  ccInt64,
+                               ccUint64, ccFloat16, ccFloat32, ccFloat64, ccBfloat16};
 const ccRedOp_t kOps[] = {ccSum, ccProd, ccMax, ccMin, ccAvg};
 
 std::vector<std::byte> randomBytes(size_t bytes, uint32_t seed, ccDataType_t type) {
@@ -111,24 +114,29 @@ TEST(ReduceKernels, EveryInstructionSetMatchesGenericForEveryTypeAndOp) {
     }
     for (ccDataType_t type : kTypes) {
       for (ccRedOp_t op : kOps) {
-        for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{33}, size_t{1023}, size_t{1025}, size_t{5003}}) {
+        for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{33}, size_t{1023},
+                             size_t{1025}, size_t{5003}}) {
           for (int sources : {2, 3, 8}) {
             size_t bytes = count * dataTypeSize(type);
             std::vector<std::vector<std::byte>> inputs;
             std::vector<const void*> pointers;
-            for (int s = 0; s < sources; ++s) inputs.push_back(randomBytes(bytes + 1, static_cast<uint32_t>(s + 17 * count), type));
+            for (int s = 0; s < sources; ++s)
+              inputs.push_back(randomBytes(bytes + 1, static_cast<uint32_t>(s + 17 * count), type));
             for (auto& input : inputs) pointers.push_back(input.data());
             std::vector<std::byte> expected(bytes + 1), got(bytes + 1);
-            reduceKernelFor(Isa::kGeneric, type, op)(expected.data(), pointers.data(), sources, count);
+            reduceKernelFor(Isa::kGeneric, type, op)(expected.data(), pointers.data(), sources,
+                                                     count);
             reduceKernelFor(isa, type, op)(got.data(), pointers.data(), sources, count);
             ASSERT_EQ(std::memcmp(expected.data(), got.data(), bytes), 0)
-                << isaName(isa) << " " << dataTypeName(type) << " " << redOpName(op) << " count " << count << " sources " << sources;
+                << isaName(isa) << " " << dataTypeName(type) << " " << redOpName(op) << " count "
+                << count << " sources " << sources;
             // In place: the destination is the first source.
             std::vector<std::byte> inPlace = inputs[0];
             pointers[0] = inPlace.data();
             reduceKernelFor(isa, type, op)(inPlace.data(), pointers.data(), sources, count);
             ASSERT_EQ(std::memcmp(expected.data(), inPlace.data(), bytes), 0)
-                << "in place: " << isaName(isa) << " " << dataTypeName(type) << " " << redOpName(op) << " count " << count;
+                << "in place: " << isaName(isa) << " " << dataTypeName(type) << " " << redOpName(op)
+                << " count " << count;
           }
         }
       }

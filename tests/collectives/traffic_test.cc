@@ -42,69 +42,82 @@ ccComm_t initWithAlgorithm(const RankContext& context, const char* algorithm) {
 TEST_P(Traffic, AllReduceMovesTwiceTheShareOfTheOthers) {
   const Param param = GetParam();
   const int n = param.ranks;
-  runRanks(n, [&](RankContext& context) {
-    ccComm_t comm = initWithAlgorithm(context, param.algorithm);
-    ASSERT_NE(comm, nullptr);
-    // Divisible by every N here, and large enough for several chunks and rounds.
-    const size_t count = size_t{3} * 4 * 5 * 4096;
-    std::vector<float> data(count, 1.0f);
-    const ccTraffic_t before = trafficOf(comm, ccTrafficAllReduce);
-    constexpr int kCalls = 3;
-    for (int call = 0; call < kCalls; ++call) {
-      CC_ASSERT_OK(ccAllReduce(data.data(), data.data(), count, ccFloat32, ccSum, comm, nullptr));
-    }
-    const ccTraffic_t after = trafficOf(comm, ccTrafficAllReduce);
-    const uint64_t bytes = count * sizeof(float);
-    const uint64_t expected = kCalls * 2 * (static_cast<uint64_t>(n) - 1) * bytes / static_cast<uint64_t>(n);
-    EXPECT_EQ(after.calls - before.calls, static_cast<uint64_t>(kCalls));
-    // Slices cut from chunks that N does not divide differ by an element between ranks:
-    // each rank is within a few elements per chunk, and the ranks together are exact.
-    uint64_t moved[2] = {after.bytesSent - before.bytesSent, after.bytesReceived - before.bytesReceived};
-    const uint64_t slack = kCalls * 2 * 64 * sizeof(float);
-    for (uint64_t value : moved) {
-      EXPECT_LE(value, expected + slack) << param.algorithm << " on rank " << context.rank;
-      EXPECT_GE(value + slack, expected) << param.algorithm << " on rank " << context.rank;
-    }
-    CC_ASSERT_OK(ccAllReduce(moved, moved, 2, ccUint64, ccSum, comm, nullptr));
-    EXPECT_EQ(moved[0], expected * static_cast<uint64_t>(n)) << param.algorithm << ": sent, all ranks";
-    EXPECT_EQ(moved[1], expected * static_cast<uint64_t>(n)) << param.algorithm << ": received, all ranks";
-    // Nothing leaked into the other kinds.
-    EXPECT_EQ(trafficOf(comm, ccTrafficAllGather).bytesSent, 0u);
-    EXPECT_EQ(trafficOf(comm, ccTrafficSendRecv).bytesSent, 0u);
-    CC_ASSERT_OK(ccCommDestroy(comm));
-  }, transportOptions(param.transport));
+  runRanks(
+      n,
+      [&](RankContext& context) {
+        ccComm_t comm = initWithAlgorithm(context, param.algorithm);
+        ASSERT_NE(comm, nullptr);
+        // Divisible by every N here, and large enough for several chunks and rounds.
+        const size_t count = size_t{3} * 4 * 5 * 4096;
+        std::vector<float> data(count, 1.0f);
+        const ccTraffic_t before = trafficOf(comm, ccTrafficAllReduce);
+        constexpr int kCalls = 3;
+        for (int call = 0; call < kCalls; ++call) {
+          CC_ASSERT_OK(
+              ccAllReduce(data.data(), data.data(), count, ccFloat32, ccSum, comm, nullptr));
+        }
+        const ccTraffic_t after = trafficOf(comm, ccTrafficAllReduce);
+        const uint64_t bytes = count * sizeof(float);
+        const uint64_t expected =
+            kCalls * 2 * (static_cast<uint64_t>(n) - 1) * bytes / static_cast<uint64_t>(n);
+        EXPECT_EQ(after.calls - before.calls, static_cast<uint64_t>(kCalls));
+        // Slices cut from chunks that N does not divide differ by an element between ranks:
+        // each rank is within a few elements per chunk, and the ranks together are exact.
+        uint64_t moved[2] = {after.bytesSent - before.bytesSent,
+                             after.bytesReceived - before.bytesReceived};
+        const uint64_t slack = kCalls * 2 * 64 * sizeof(float);
+        for (uint64_t value : moved) {
+          EXPECT_LE(value, expected + slack) << param.algorithm << " on rank " << context.rank;
+          EXPECT_GE(value + slack, expected) << param.algorithm << " on rank " << context.rank;
+        }
+        CC_ASSERT_OK(ccAllReduce(moved, moved, 2, ccUint64, ccSum, comm, nullptr));
+        EXPECT_EQ(moved[0], expected * static_cast<uint64_t>(n))
+            << param.algorithm << ": sent, all ranks";
+        EXPECT_EQ(moved[1], expected * static_cast<uint64_t>(n))
+            << param.algorithm << ": received, all ranks";
+        // Nothing leaked into the other kinds.
+        EXPECT_EQ(trafficOf(comm, ccTrafficAllGather).bytesSent, 0u);
+        EXPECT_EQ(trafficOf(comm, ccTrafficSendRecv).bytesSent, 0u);
+        CC_ASSERT_OK(ccCommDestroy(comm));
+      },
+      transportOptions(param.transport));
 }
 
 TEST_P(Traffic, AllGatherAndReduceScatterMoveTheOthersShares) {
   const Param param = GetParam();
   const int n = param.ranks;
-  runRanks(n, [&](RankContext& context) {
-    ccComm_t comm = initWithAlgorithm(context, param.algorithm);
-    ASSERT_NE(comm, nullptr);
-    const size_t perRank = 50021;  // odd: no help from alignment
-    std::vector<float> whole(perRank * static_cast<size_t>(n), 2.0f);
-    std::vector<float> part(perRank, 1.0f);
-    CC_ASSERT_OK(ccAllGather(part.data(), whole.data(), perRank, ccFloat32, comm, nullptr));
-    CC_ASSERT_OK(ccReduceScatter(whole.data(), part.data(), perRank, ccFloat32, ccSum, comm, nullptr));
-    const uint64_t others = (static_cast<uint64_t>(n) - 1) * perRank * sizeof(float);
-    for (ccTrafficKind_t kind : {ccTrafficAllGather, ccTrafficReduceScatter}) {
-      ccTraffic_t traffic = trafficOf(comm, kind);
-      EXPECT_EQ(traffic.calls, 1u);
-      EXPECT_EQ(traffic.bytesSent, others) << "kind " << kind << " " << param.algorithm;
-      EXPECT_EQ(traffic.bytesReceived, others) << "kind " << kind << " " << param.algorithm;
-    }
-    CC_ASSERT_OK(ccCommDestroy(comm));
-  }, transportOptions(param.transport));
+  runRanks(
+      n,
+      [&](RankContext& context) {
+        ccComm_t comm = initWithAlgorithm(context, param.algorithm);
+        ASSERT_NE(comm, nullptr);
+        const size_t perRank = 50021;  // odd: no help from alignment
+        std::vector<float> whole(perRank * static_cast<size_t>(n), 2.0f);
+        std::vector<float> part(perRank, 1.0f);
+        CC_ASSERT_OK(ccAllGather(part.data(), whole.data(), perRank, ccFloat32, comm, nullptr));
+        CC_ASSERT_OK(
+            ccReduceScatter(whole.data(), part.data(), perRank, ccFloat32, ccSum, comm, nullptr));
+        const uint64_t others = (static_cast<uint64_t>(n) - 1) * perRank * sizeof(float);
+        for (ccTrafficKind_t kind : {ccTrafficAllGather, ccTrafficReduceScatter}) {
+          ccTraffic_t traffic = trafficOf(comm, kind);
+          EXPECT_EQ(traffic.calls, 1u);
+          EXPECT_EQ(traffic.bytesSent, others) << "kind " << kind << " " << param.algorithm;
+          EXPECT_EQ(traffic.bytesReceived, others) << "kind " << kind << " " << param.algorithm;
+        }
+        CC_ASSERT_OK(ccCommDestroy(comm));
+      },
+      transportOptions(param.transport));
 }
 
 std::string paramName(const ::testing::TestParamInfo<Param>& info) {
-  return std::string(info.param.algorithm) + "_" + std::to_string(info.param.ranks) + "ranks_" + info.param.transport;
+  return std::string(info.param.algorithm) + "_" + std::to_string(info.param.ranks) + "ranks_" +
+         info.param.transport;
 }
 
 INSTANTIATE_TEST_SUITE_P(Algorithms, Traffic,
-                         ::testing::Values(Param{2, "ring", "shm"}, Param{3, "ring", "shm"}, Param{4, "ring", "tcp"},
-                                           Param{3, "direct", "shm"}, Param{4, "direct", "shm"},
-                                           Param{4, "hd", "shm"}),
+                         ::testing::Values(Param{2, "ring", "shm"}, Param{3, "ring", "shm"},
+                                           Param{4, "ring", "tcp"}, Param{3, "direct", "shm"},
+                                           Param{4, "direct", "shm"}, Param{4, "hd", "shm"}),
                          paramName);
 
 TEST(TrafficCounters, PointToPointAndBarrierAreCountedApart) {
@@ -136,7 +149,8 @@ TEST(TrafficCounters, BadArgumentsAreNamed) {
     ccTraffic_t traffic{};
     EXPECT_EQ(ccCommGetTraffic(comm, ccTrafficAllReduce, nullptr), ccInvalidArgument);
     EXPECT_NE(std::string(ccGetLastError(nullptr)).find("traffic is NULL"), std::string::npos);
-    EXPECT_EQ(ccCommGetTraffic(comm, static_cast<ccTrafficKind_t>(ccNumTrafficKinds), &traffic), ccInvalidArgument);
+    EXPECT_EQ(ccCommGetTraffic(comm, static_cast<ccTrafficKind_t>(ccNumTrafficKinds), &traffic),
+              ccInvalidArgument);
     EXPECT_NE(std::string(ccGetLastError(nullptr)).find("kind 9"), std::string::npos);
     EXPECT_EQ(ccCommGetTraffic(nullptr, ccTrafficAllReduce, &traffic), ccInvalidArgument);
     CC_ASSERT_OK(ccCommDestroy(comm));

@@ -23,7 +23,8 @@ class ApiErrors : public ::testing::Test {
   // The last error message of this thread mentions `word`.
   static void expectMessageNames(const std::string& word) {
     std::string message = ccGetLastError(nullptr);
-    EXPECT_NE(message.find(word), std::string::npos) << "message '" << message << "' does not name '" << word << "'";
+    EXPECT_NE(message.find(word), std::string::npos)
+        << "message '" << message << "' does not name '" << word << "'";
   }
   ccComm_t comm_ = nullptr;
   char buffer_[64] = {};
@@ -64,7 +65,8 @@ TEST_F(ApiErrors, PeerOutOfRange) {
 }
 
 TEST_F(ApiErrors, UnknownDatatype) {
-  EXPECT_EQ(ccSend(buffer_, 1, static_cast<ccDataType_t>(42), 0, comm_, nullptr), ccInvalidArgument);
+  EXPECT_EQ(ccSend(buffer_, 1, static_cast<ccDataType_t>(42), 0, comm_, nullptr),
+            ccInvalidArgument);
   expectMessageNames("datatype 42");
 }
 
@@ -140,7 +142,8 @@ TEST_F(ApiErrors, InitArguments) {
   expectMessageNames("rank 2");
   EXPECT_EQ(ccCommInitRank(nullptr, 1, id, 0), ccInvalidArgument);
   ccUniqueId garbage;
-  for (size_t i = 0; i < sizeof(garbage.internal); ++i) garbage.internal[i] = static_cast<char>(i * 7);
+  for (size_t i = 0; i < sizeof(garbage.internal); ++i)
+    garbage.internal[i] = static_cast<char>(i * 7);
   EXPECT_EQ(ccCommInitRank(&comm, 1, garbage, 0), ccInvalidArgument);
   expectMessageNames("ccUniqueId");
   EXPECT_EQ(ccCommInitAll(nullptr, 2, nullptr), ccInvalidArgument);

@@ -3,8 +3,8 @@
 #include <cc/cc.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -106,7 +106,9 @@ TEST(Communicator, InitAllMakesRanksAsThreads) {
       int mine = 100 + rank;
       EXPECT_EQ(ccGroupStart(), ccSuccess);
       EXPECT_EQ(ccSend(&mine, 1, ccInt32, (rank + 1) % n, comms[rank], nullptr), ccSuccess);
-      EXPECT_EQ(ccRecv(&received[static_cast<size_t>(rank)], 1, ccInt32, (rank + n - 1) % n, comms[rank], nullptr), ccSuccess);
+      EXPECT_EQ(ccRecv(&received[static_cast<size_t>(rank)], 1, ccInt32, (rank + n - 1) % n,
+                       comms[rank], nullptr),
+                ccSuccess);
       EXPECT_EQ(ccGroupEnd(), ccSuccess) << ccGetLastError(comms[rank]);
       EXPECT_EQ(ccBarrier(comms[rank], nullptr), ccSuccess);
     });
@@ -128,8 +130,12 @@ TEST(Communicator, OneThreadDrivesAllRanksInOneGroup) {
   std::vector<int> out = {7, 8, 9};
   ASSERT_EQ(ccGroupStart(), ccSuccess);
   for (int rank = 0; rank < n; ++rank) {
-    ASSERT_EQ(ccSend(&out[static_cast<size_t>(rank)], 1, ccInt32, (rank + 1) % n, comms[rank], nullptr), ccSuccess);
-    ASSERT_EQ(ccRecv(&in[static_cast<size_t>(rank)], 1, ccInt32, (rank + n - 1) % n, comms[rank], nullptr), ccSuccess);
+    ASSERT_EQ(
+        ccSend(&out[static_cast<size_t>(rank)], 1, ccInt32, (rank + 1) % n, comms[rank], nullptr),
+        ccSuccess);
+    ASSERT_EQ(ccRecv(&in[static_cast<size_t>(rank)], 1, ccInt32, (rank + n - 1) % n, comms[rank],
+                     nullptr),
+              ccSuccess);
   }
   ASSERT_EQ(ccGroupEnd(), ccSuccess) << ccGetLastError(nullptr);
   for (int rank = 0; rank < n; ++rank) {
@@ -211,7 +217,8 @@ class FakePmiServer {
     size_t at = line.find(name + "=");
     if (at == std::string::npos) return "";
     size_t end = line.find(' ', at);
-    return line.substr(at + name.size() + 1, end == std::string::npos ? std::string::npos : end - at - name.size() - 1);
+    return line.substr(at + name.size() + 1,
+                       end == std::string::npos ? std::string::npos : end - at - name.size() - 1);
   }
   void reply(int rank, const std::string& text) {
     std::string line = text + "\n";
@@ -228,7 +235,8 @@ class FakePmiServer {
     while (gets < nranks_ - 1 && std::chrono::steady_clock::now() < deadline) {
       for (int rank = 0; rank < nranks_; ++rank) {
         char chunk[4096];
-        ssize_t n = recv(serverEnds_[static_cast<size_t>(rank)], chunk, sizeof(chunk), MSG_DONTWAIT);
+        ssize_t n =
+            recv(serverEnds_[static_cast<size_t>(rank)], chunk, sizeof(chunk), MSG_DONTWAIT);
         if (n <= 0) continue;
         std::string& buffer = buffers[static_cast<size_t>(rank)];
         buffer.append(chunk, static_cast<size_t>(n));
@@ -237,7 +245,8 @@ class FakePmiServer {
           std::string line = buffer.substr(0, newline);
           buffer.erase(0, newline + 1);
           std::string cmd = field(line, "cmd");
-          if (cmd == "init") reply(rank, "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0");
+          if (cmd == "init")
+            reply(rank, "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0");
           if (cmd == "get_my_kvsname") reply(rank, "cmd=my_kvsname kvsname=kvs_test_0");
           if (cmd == "put") {
             store[field(line, "key")] = field(line, "value");
@@ -277,7 +286,8 @@ TEST(Launcher, MpichPmi1Protocol) {
 
 TEST(Launcher, NoLauncherMeansOneRank) {
   runRanks(1, [](RankContext&) {
-    for (const char* name : {"PMIX_RANK", "PMI_FD", "RANK", "WORLD_SIZE", "SLURM_PROCID", "OMPI_COMM_WORLD_SIZE"}) {
+    for (const char* name :
+         {"PMIX_RANK", "PMI_FD", "RANK", "WORLD_SIZE", "SLURM_PROCID", "OMPI_COMM_WORLD_SIZE"}) {
       unsetenv(name);
     }
     ccComm_t comm = nullptr;
@@ -305,38 +315,44 @@ TEST(Tcp, BootstrapAndTransferOverIpv6) {
   MultiRankOptions options;
   options.env["CC_TRANSPORT"] = "tcp";
   options.env["CC_SOCKET_FAMILY"] = "AF_INET6";
-  runRanks(2, [](RankContext& context) {
-    auto id = wire::parseUniqueId(std::as_bytes(std::span(context.id.internal)));
-    ASSERT_TRUE(id.isOk());
-    EXPECT_EQ(id->rootAddress.family(), AF_INET6) << id->rootAddress.toString();
-    ccComm_t comm = context.initComm();
-    ASSERT_NE(comm, nullptr);
-    std::vector<int64_t> data(300000, context.rank == 0 ? 7 : 0);
-    if (context.rank == 0) {
-      CC_ASSERT_OK(ccSend(data.data(), data.size(), ccInt64, 1, comm, nullptr));
-    } else {
-      CC_ASSERT_OK(ccRecv(data.data(), data.size(), ccInt64, 0, comm, nullptr));
-      EXPECT_EQ(std::count(data.begin(), data.end(), 7), static_cast<long>(data.size()));
-    }
-    CC_ASSERT_OK(ccCommDestroy(comm));
-  }, options);
+  runRanks(
+      2,
+      [](RankContext& context) {
+        auto id = wire::parseUniqueId(std::as_bytes(std::span(context.id.internal)));
+        ASSERT_TRUE(id.isOk());
+        EXPECT_EQ(id->rootAddress.family(), AF_INET6) << id->rootAddress.toString();
+        ccComm_t comm = context.initComm();
+        ASSERT_NE(comm, nullptr);
+        std::vector<int64_t> data(300000, context.rank == 0 ? 7 : 0);
+        if (context.rank == 0) {
+          CC_ASSERT_OK(ccSend(data.data(), data.size(), ccInt64, 1, comm, nullptr));
+        } else {
+          CC_ASSERT_OK(ccRecv(data.data(), data.size(), ccInt64, 0, comm, nullptr));
+          EXPECT_EQ(std::count(data.begin(), data.end(), 7), static_cast<long>(data.size()));
+        }
+        CC_ASSERT_OK(ccCommDestroy(comm));
+      },
+      options);
 }
 
 TEST(Trace, WritesAChromeTraceFilePerRank) {
   std::string prefix = ::testing::TempDir() + "cc-trace-" + std::to_string(getpid());
   MultiRankOptions options;
   options.env["CC_TRACE"] = prefix;
-  runRanks(2, [](RankContext& context) {
-    ccComm_t comm = context.initComm();
-    ASSERT_NE(comm, nullptr);
-    int value = context.rank;
-    if (context.rank == 0) {
-      CC_ASSERT_OK(ccSend(&value, 1, ccInt32, 1, comm, nullptr));
-    } else {
-      CC_ASSERT_OK(ccRecv(&value, 1, ccInt32, 0, comm, nullptr));
-    }
-    CC_ASSERT_OK(ccCommDestroy(comm));
-  }, options);
+  runRanks(
+      2,
+      [](RankContext& context) {
+        ccComm_t comm = context.initComm();
+        ASSERT_NE(comm, nullptr);
+        int value = context.rank;
+        if (context.rank == 0) {
+          CC_ASSERT_OK(ccSend(&value, 1, ccInt32, 1, comm, nullptr));
+        } else {
+          CC_ASSERT_OK(ccRecv(&value, 1, ccInt32, 0, comm, nullptr));
+        }
+        CC_ASSERT_OK(ccCommDestroy(comm));
+      },
+      options);
   for (int rank = 0; rank < 2; ++rank) {
     std::ifstream file(prefix + ".rank" + std::to_string(rank) + ".json");
     ASSERT_TRUE(file.good()) << "no trace for rank " << rank;
@@ -344,7 +360,8 @@ TEST(Trace, WritesAChromeTraceFilePerRank) {
     text << file.rdbuf();
     std::string json = text.str();
     EXPECT_EQ(json.rfind("{\"traceEvents\":[", 0), 0u);
-    EXPECT_NE(json.find(rank == 0 ? "\"name\":\"send\"" : "\"name\":\"recv\""), std::string::npos) << json;
+    EXPECT_NE(json.find(rank == 0 ? "\"name\":\"send\"" : "\"name\":\"recv\""), std::string::npos)
+        << json;
     EXPECT_NE(json.find("\"bytes\":4"), std::string::npos) << json;
     std::remove((prefix + ".rank" + std::to_string(rank) + ".json").c_str());
   }

@@ -1,6 +1,5 @@
 // The C++ wrapper: owning handles, a group guard, deduced datatypes, errors as exceptions.
 #include <cc/cc.hpp>
-
 #include <vector>
 
 #include "support/multi_rank.h"
@@ -43,7 +42,8 @@ TEST(CppWrapper, CollectivesTakeTheirSizesFromSpans) {
     std::vector<double> value(1, context.rank == 2 ? 7.5 : 0.0);
     comm.broadcast(std::span(value), 2);
     EXPECT_EQ(value[0], 7.5);
-    std::vector<int64_t> out{10 * context.rank, 10 * context.rank + 1, 10 * context.rank + 2}, in(3);
+    std::vector<int64_t> out{10 * context.rank, 10 * context.rank + 1, 10 * context.rank + 2},
+        in(3);
     comm.allToAll(std::span<const int64_t>(out), std::span(in));
     EXPECT_EQ(in[2], 20 + context.rank);
     try {

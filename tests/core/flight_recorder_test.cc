@@ -1,7 +1,7 @@
 // The flight recorder keeps the newest operations and says which one is still running.
-#include "core/trace.h"
-
 #include <gtest/gtest.h>
+
+#include "core/trace.h"
 
 namespace cc {
 namespace {
@@ -21,7 +21,8 @@ TEST(FlightRecorder, KeepsTheNewestAndShowsTheRunningOne) {
 TEST(FlightRecorder, NamesTheDirectionOfMessagesInsideACall) {
   FlightRecorder recorder(8);
   recorder.begin(0, "barrier", "recv", 2, 0, 1000);
-  EXPECT_NE(recorder.dump(8).find("#0 barrier recv from rank 2, 0 bytes: RUNNING"), std::string::npos)
+  EXPECT_NE(recorder.dump(8).find("#0 barrier recv from rank 2, 0 bytes: RUNNING"),
+            std::string::npos)
       << recorder.dump(8);
 }
 

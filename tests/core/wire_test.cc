@@ -2,9 +2,8 @@
 // long, wrong magic, wrong version, lengths that lie) is an error, never a crash.
 #include "core/wire.h"
 
-#include <gtest/gtest.h>
-
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 
 namespace cc::wire {
 namespace {

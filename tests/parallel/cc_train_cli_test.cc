@@ -2,7 +2,6 @@
 // --save writes the fresh model; --eval --load ends with "eval_loss <value>"; a run
 // stopped and resumed from its checkpoint logs the same losses as one that was not.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -62,7 +61,8 @@ TEST_F(CcTrainCli, BadFlagsAreClearErrors) {
   for (const Case& c : cases) {
     const Outcome outcome = runTrain(c.arguments);
     EXPECT_NE(outcome.exitCode, 0) << c.arguments;
-    EXPECT_NE(outcome.output.find(c.message), std::string::npos) << c.arguments << " -> " << outcome.output;
+    EXPECT_NE(outcome.output.find(c.message), std::string::npos)
+        << c.arguments << " -> " << outcome.output;
   }
   const Outcome missing = runTrain(std::string(kTiny) + " --data " + file("none.bin"));
   EXPECT_NE(missing.exitCode, 0);
@@ -79,10 +79,12 @@ TEST_F(CcTrainCli, FreshModelSaveThenEval) {
   }
   const Outcome prepared = runTrain("--prepare " + file("text.txt") + " " + file("text.bin"));
   ASSERT_EQ(prepared.exitCode, 0) << prepared.output;
-  const Outcome saved = runTrain(std::string(kTiny) + " --steps 0 --save " + file("fresh.safetensors"));
+  const Outcome saved =
+      runTrain(std::string(kTiny) + " --steps 0 --save " + file("fresh.safetensors"));
   ASSERT_EQ(saved.exitCode, 0) << saved.output;
   ASSERT_TRUE(std::filesystem::exists(file("fresh.safetensors")));
-  const Outcome evaluated = runTrain("--batch 2 --eval " + file("text.bin") + " --load " + file("fresh.safetensors"));
+  const Outcome evaluated =
+      runTrain("--batch 2 --eval " + file("text.bin") + " --load " + file("fresh.safetensors"));
   ASSERT_EQ(evaluated.exitCode, 0) << evaluated.output;
   const std::string lastLine = evaluated.output.substr(evaluated.output.rfind("eval_loss "));
   double value = 0;
@@ -95,9 +97,11 @@ TEST_F(CcTrainCli, StoppedAndResumedRunLogsTheSameLosses) {
   const std::string common = std::string(kTiny) + " --steps 6 --warmup 2 --lr 1e-2 --seed 3 ";
   const Outcome straight = runTrain(common + "--log " + file("straight.csv"));
   ASSERT_EQ(straight.exitCode, 0) << straight.output;
-  const Outcome first = runTrain(common + "--stop-after 4 --save " + file("ckpt.safetensors") + " --log " + file("resumed.csv"));
+  const Outcome first = runTrain(common + "--stop-after 4 --save " + file("ckpt.safetensors") +
+                                 " --log " + file("resumed.csv"));
   ASSERT_EQ(first.exitCode, 0) << first.output;
-  const Outcome second = runTrain(common + "--load " + file("ckpt.safetensors") + " --log " + file("resumed.csv"));
+  const Outcome second =
+      runTrain(common + "--load " + file("ckpt.safetensors") + " --log " + file("resumed.csv"));
   ASSERT_EQ(second.exitCode, 0) << second.output;
   // Columns step, loss, lr, grad_norm must match row for row (tokens/s naturally differs).
   auto firstColumns = [](const std::string& path) {
@@ -120,7 +124,8 @@ TEST_F(CcTrainCli, CorruptCheckpointIsAClearError) {
     std::ofstream bad(file("bad.safetensors"), std::ios::binary);
     bad << "garbage";
   }
-  const Outcome outcome = runTrain(std::string(kTiny) + " --steps 1 --load " + file("bad.safetensors"));
+  const Outcome outcome =
+      runTrain(std::string(kTiny) + " --steps 1 --load " + file("bad.safetensors"));
   EXPECT_NE(outcome.exitCode, 0);
   EXPECT_NE(outcome.output.find("too short"), std::string::npos) << outcome.output;
 }

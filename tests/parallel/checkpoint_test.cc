@@ -2,14 +2,15 @@
 // (names, [in, out] Conv1D shapes, unpadded wte), and every kind of bad file is a clear
 // error that leaves the model and optimizer exactly as they were.
 #include "parallel/checkpoint/checkpoint.h"
-#include "parallel/checkpoint/safetensors.h"
-#include "parallel/model/initialize.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+
+#include "parallel/checkpoint/safetensors.h"
+#include "parallel/model/initialize.h"
 
 namespace cc::parallel {
 namespace {
@@ -83,7 +84,8 @@ TEST_F(CheckpointTest, RoundTripRestoresEveryBit) {
   // Real gradients of the padded vocabulary rows are zero (they are masked); keep that.
   const size_t width = static_cast<size_t>(config.width);
   std::fill(model.gradients().begin() + static_cast<std::ptrdiff_t>(config.vocab * width),
-            model.gradients().begin() + static_cast<std::ptrdiff_t>(config.paddedVocab() * width), 0.0f);
+            model.gradients().begin() + static_cast<std::ptrdiff_t>(config.paddedVocab() * width),
+            0.0f);
   optimizer.update(model.parameters(), model.gradients(), model.layout(), 1e-3f, 1.0f);
   ASSERT_TRUE(saveCheckpoint(path_, model, &optimizer).isOk());
 
@@ -96,12 +98,16 @@ TEST_F(CheckpointTest, RoundTripRestoresEveryBit) {
   const Status status = loadCheckpoint(path_, loaded, &loadedOptimizer, &haveOptimizer);
   ASSERT_TRUE(status.isOk()) << status.message();
   EXPECT_TRUE(haveOptimizer);
-  EXPECT_EQ(std::memcmp(model.parameters().data(), loaded.parameters().data(), model.parameters().size() * 4), 0);
+  EXPECT_EQ(std::memcmp(model.parameters().data(), loaded.parameters().data(),
+                        model.parameters().size() * 4),
+            0);
   EXPECT_EQ(loadedOptimizer.step(), 1);
   EXPECT_EQ(std::memcmp(optimizer.firstMoment().data(), loadedOptimizer.firstMoment().data(),
-                        optimizer.firstMoment().size() * 4), 0);
+                        optimizer.firstMoment().size() * 4),
+            0);
   EXPECT_EQ(std::memcmp(optimizer.secondMoment().data(), loadedOptimizer.secondMoment().data(),
-                        optimizer.secondMoment().size() * 4), 0);
+                        optimizer.secondMoment().size() * 4),
+            0);
 }
 
 TEST_F(CheckpointTest, UsesGpt2NamesAndLayouts) {
@@ -161,9 +167,13 @@ TEST_F(CheckpointTest, OffsetsThatLieAreRejected) {
   expectRejectedUntouched(path_, "do not hold");
   writeRaw(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8);
   expectRejectedUntouched(path_, "truncated");
-  writeRaw(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})", 12);
+  writeRaw(
+      R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+      12);
   expectRejectedUntouched(path_, "gap or an overlap");
-  writeRaw(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8);
+  writeRaw(
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+      8);
   expectRejectedUntouched(path_, "gap or an overlap");
   writeRaw(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8);
   expectRejectedUntouched(path_, "cover 4 bytes");
@@ -193,7 +203,8 @@ TEST_F(CheckpointTest, WrongNamesAreRejected) {
   }
   ASSERT_TRUE(writeSafetensors(path_, tensors, contents->metadata).isOk());
   expectRejectedUntouched(path_, "unexpected tensor h.1.ln_2.b");
-  tensors.erase(std::remove_if(tensors.begin(), tensors.end(), [](const TensorToWrite& t) { return t.name == "h.1.ln_2.b"; }),
+  tensors.erase(std::remove_if(tensors.begin(), tensors.end(),
+                               [](const TensorToWrite& t) { return t.name == "h.1.ln_2.b"; }),
                 tensors.end());
   ASSERT_TRUE(writeSafetensors(path_, tensors, contents->metadata).isOk());
   expectRejectedUntouched(path_, "missing tensor h.1.ln_2.bias");
@@ -235,7 +246,9 @@ TEST_F(CheckpointTest, BadOptimizerFileLeavesModelUntouched) {
   expectRejectedUntouched(path_, "optim");
 }
 
-TEST_F(CheckpointTest, MissingFileIsAnError) { expectRejectedUntouched(path_ + ".nope", "cannot open"); }
+TEST_F(CheckpointTest, MissingFileIsAnError) {
+  expectRejectedUntouched(path_ + ".nope", "cannot open");
+}
 
 }  // namespace
 }  // namespace cc::parallel

@@ -5,15 +5,7 @@
 // - a checkpoint written at dp=4, zero=3 resumes at dp=2, zero=1 and on one process;
 // - a rank killed mid-run makes the others fail with a message naming it, and resuming
 //   from the last checkpoint reproduces the uninterrupted run bit for bit.
-#include "parallel/checkpoint/checkpoint.h"
-#include "parallel/dp/segments.h"
-#include "parallel/mesh/mesh.h"
-#include "parallel/model/blas_threads.h"
-#include "parallel/train/trainer.h"
-#include "support/multi_rank.h"
-
 #include <gtest/gtest.h>
-
 #include <signal.h>
 #include <unistd.h>
 
@@ -23,6 +15,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+
+#include "parallel/checkpoint/checkpoint.h"
+#include "parallel/dp/segments.h"
+#include "parallel/mesh/mesh.h"
+#include "parallel/model/blas_threads.h"
+#include "parallel/train/trainer.h"
+#include "support/multi_rank.h"
 
 namespace cc::parallel {
 namespace {
@@ -58,8 +57,8 @@ TrainOptions smallOptions(int batch, int64_t steps) {
 }
 
 std::unique_ptr<BatchSource> syntheticFor(const TrainOptions& options, int rank, int world) {
-  return std::make_unique<SyntheticBatches>(options.seed, options.model.vocab,
-                                            BatchShape{options.batch, options.model.seq, rank, world});
+  return std::make_unique<SyntheticBatches>(
+      options.seed, options.model.vocab, BatchShape{options.batch, options.model.seq, rank, world});
 }
 
 std::vector<double> referenceLosses(int world, int steps, int gradAccum = 1) {
@@ -72,8 +71,8 @@ std::vector<double> referenceLosses(int world, int steps, int gradAccum = 1) {
 }
 
 std::filesystem::path scratch(const std::string& name) {
-  const auto directory =
-      std::filesystem::temp_directory_path() / ("cc_dp_test_" + name + "_" + std::to_string(::getpid()));
+  const auto directory = std::filesystem::temp_directory_path() /
+                         ("cc_dp_test_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(directory);
   std::filesystem::create_directories(directory);
   return directory;
@@ -93,9 +92,11 @@ TEST(Mesh, RefusesShapesThatCannotRun) {
   EXPECT_FALSE(wrongProduct.isOk());
   EXPECT_NE(wrongProduct.message().find("world size"), std::string::npos) << wrongProduct.message();
   const Status badPp = validateMeshShape({1, 3, 1}, 3, model);
-  EXPECT_NE(badPp.message().find("pp 3 does not divide the 4 layers"), std::string::npos) << badPp.message();
+  EXPECT_NE(badPp.message().find("pp 3 does not divide the 4 layers"), std::string::npos)
+      << badPp.message();
   const Status badTp = validateMeshShape({1, 1, 3}, 3, model);
-  EXPECT_NE(badTp.message().find("tp 3 does not divide the 4 heads"), std::string::npos) << badTp.message();
+  EXPECT_NE(badTp.message().find("tp 3 does not divide the 4 heads"), std::string::npos)
+      << badTp.message();
   EXPECT_FALSE(validateMeshShape({0, 1, 1}, 0, model).isOk());
 }
 
@@ -129,7 +130,8 @@ TEST(Segments, TileThePaddedBufferInWholeShards) {
     EXPECT_EQ(padded % static_cast<size_t>(world), 0u);
     EXPECT_LT(padded - layout.totalSize(), static_cast<size_t>(world));
     for (const std::vector<Segment>& segments :
-         {gradientBuckets(padded, 10000, world), layerUnits(layout, config.layers, padded, world)}) {
+         {gradientBuckets(padded, 10000, world),
+          layerUnits(layout, config.layers, padded, world)}) {
       // Gradient buckets run downwards, units upwards: sort to check the tiling.
       std::vector<Segment> sorted = segments;
       std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
@@ -179,29 +181,34 @@ TEST_P(DataParallelEquivalence, MatchesOneProcessLossEveryStep) {
       for (int step = 0; step < kSteps; ++step) {
         auto result = trainer.tryStep();
         ASSERT_TRUE(result.isOk()) << result.status().message();
-        const double relative = std::abs(result->loss - reference[static_cast<size_t>(step)]) / reference[static_cast<size_t>(step)];
+        const double relative = std::abs(result->loss - reference[static_cast<size_t>(step)]) /
+                                reference[static_cast<size_t>(step)];
         worst = std::max(worst, relative);
-        EXPECT_LT(relative, kLossTolerance) << "step " << step + 1 << ": dp " << result->loss << " one process "
-                                            << reference[static_cast<size_t>(step)];
+        EXPECT_LT(relative, kLossTolerance)
+            << "step " << step + 1 << ": dp " << result->loss << " one process "
+            << reference[static_cast<size_t>(step)];
       }
       if (context.rank == 0) {
-        std::printf("dp %d zero %d accum %d: largest relative loss difference over %d steps %.3g (final loss %.4f)\n",
-                    world, zero, gradAccum, kSteps, worst, reference.back());
+        std::printf(
+            "dp %d zero %d accum %d: largest relative loss difference over %d steps %.3g (final "
+            "loss %.4f)\n",
+            world, zero, gradAccum, kSteps, worst, reference.back());
       }
     }
     ccCommDestroy(comm);
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Worlds, DataParallelEquivalence,
-                         ::testing::Values(Equivalence{2, 0}, Equivalence{2, 1}, Equivalence{2, 2}, Equivalence{2, 3},
-                                           Equivalence{4, 0}, Equivalence{4, 1}, Equivalence{4, 2}, Equivalence{4, 3},
-                                           Equivalence{3, 0}, Equivalence{3, 3}, Equivalence{2, 0, 2},
-                                           Equivalence{2, 2, 2}, Equivalence{2, 3, 2}),
-                         [](const ::testing::TestParamInfo<Equivalence>& run) {
-                           return "dp" + std::to_string(run.param.world) + "_zero" + std::to_string(run.param.zero) +
-                                  (run.param.gradAccum > 1 ? "_accum" + std::to_string(run.param.gradAccum) : "");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Worlds, DataParallelEquivalence,
+    ::testing::Values(Equivalence{2, 0}, Equivalence{2, 1}, Equivalence{2, 2}, Equivalence{2, 3},
+                      Equivalence{4, 0}, Equivalence{4, 1}, Equivalence{4, 2}, Equivalence{4, 3},
+                      Equivalence{3, 0}, Equivalence{3, 3}, Equivalence{2, 0, 2},
+                      Equivalence{2, 2, 2}, Equivalence{2, 3, 2}),
+    [](const ::testing::TestParamInfo<Equivalence>& run) {
+      return "dp" + std::to_string(run.param.world) + "_zero" + std::to_string(run.param.zero) +
+             (run.param.gradAccum > 1 ? "_accum" + std::to_string(run.param.gradAccum) : "");
+    });
 
 class OverlapIsBitwise : public ::testing::TestWithParam<int> {};
 
@@ -226,13 +233,16 @@ TEST_P(OverlapIsBitwise, SameWeightsWithAndWithoutOverlap) {
       weights[overlap] = std::move(full).value();
     }
     ASSERT_EQ(weights[0].size(), weights[1].size());
-    EXPECT_EQ(std::memcmp(weights[0].data(), weights[1].data(), weights[0].size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(weights[0].data(), weights[1].data(), weights[0].size() * sizeof(float)),
+              0);
     ccCommDestroy(comm);
   });
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, OverlapIsBitwise, ::testing::Values(0, 1, 2, 3),
-                         [](const ::testing::TestParamInfo<int>& run) { return "zero" + std::to_string(run.param); });
+                         [](const ::testing::TestParamInfo<int>& run) {
+                           return "zero" + std::to_string(run.param);
+                         });
 
 struct TrafficCase {
   int world;
@@ -263,8 +273,10 @@ TEST_P(DataParallelTraffic, OneStepMovesWhatTheScheduleSays) {
       Trainer trainer(options, syntheticFor(options, context.rank, world), comm);
       ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
       const size_t padded = trainer.model().paddedParameters().size();
-      for (const Segment& bucket : gradientBuckets(padded, options.parallel.bucketBytes / sizeof(float), world)) {
-        ASSERT_GT(bucket.size() * sizeof(float), size_t{64} << 10) << "a bucket small enough for the one-shot all-reduce";
+      for (const Segment& bucket :
+           gradientBuckets(padded, options.parallel.bucketBytes / sizeof(float), world)) {
+        ASSERT_GT(bucket.size() * sizeof(float), size_t{64} << 10)
+            << "a bucket small enough for the one-shot all-reduce";
       }
       ASSERT_TRUE(trainer.tryStep().isOk());
       const DataParallel* dp = trainer.dataParallel();
@@ -290,11 +302,14 @@ TEST_P(DataParallelTraffic, OneStepMovesWhatTheScheduleSays) {
       EXPECT_GE(received, expected) << "rank " << context.rank;
       EXPECT_LE(received, expected + scalars) << "rank " << context.rank;
       if (context.rank == 0) {
-        const double allReduce = 2.0 * static_cast<double>((n - 1) * padded * sizeof(float)) / static_cast<double>(n);
-        std::printf("dp %d zero %d: one step sent %llu B, schedule %llu B + scalars (%.3f x an all-reduce of the "
-                    "gradients)\n",
-                    world, zero, static_cast<unsigned long long>(sent), static_cast<unsigned long long>(expected),
-                    static_cast<double>(sent) / allReduce);
+        const double allReduce =
+            2.0 * static_cast<double>((n - 1) * padded * sizeof(float)) / static_cast<double>(n);
+        std::printf(
+            "dp %d zero %d: one step sent %llu B, schedule %llu B + scalars (%.3f x an all-reduce "
+            "of the "
+            "gradients)\n",
+            world, zero, static_cast<unsigned long long>(sent),
+            static_cast<unsigned long long>(expected), static_cast<double>(sent) / allReduce);
       }
     }
     ccCommDestroy(comm);
@@ -302,10 +317,11 @@ TEST_P(DataParallelTraffic, OneStepMovesWhatTheScheduleSays) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, DataParallelTraffic,
-                         ::testing::Values(TrafficCase{2, 0}, TrafficCase{4, 0}, TrafficCase{4, 1}, TrafficCase{4, 2},
-                                           TrafficCase{4, 3}, TrafficCase{3, 3}),
+                         ::testing::Values(TrafficCase{2, 0}, TrafficCase{4, 0}, TrafficCase{4, 1},
+                                           TrafficCase{4, 2}, TrafficCase{4, 3}, TrafficCase{3, 3}),
                          [](const ::testing::TestParamInfo<TrafficCase>& run) {
-                           return "dp" + std::to_string(run.param.world) + "_zero" + std::to_string(run.param.zero);
+                           return "dp" + std::to_string(run.param.world) + "_zero" +
+                                  std::to_string(run.param.zero);
                          });
 
 // Runs `world` ranks at `zero` from `load` (or fresh) to `steps`, writing rank 0's losses
@@ -375,11 +391,13 @@ TEST(DataParallelCheckpoint, Zero3AtFourResumesAtTwoZero1AndOneProcess) {
   // dp=2, zero=1: load and save straight back (steps = 6), then the continuation.
   runDp(2, 1, saved, 6, (directory / "dp2.safetensors").string(), "");
   EXPECT_EQ(fileBytes(saved), fileBytes(directory / "dp2.safetensors"));
-  EXPECT_EQ(fileBytes(optimizerPath(saved)), fileBytes(optimizerPath((directory / "dp2.safetensors").string())));
+  EXPECT_EQ(fileBytes(optimizerPath(saved)),
+            fileBytes(optimizerPath((directory / "dp2.safetensors").string())));
   runDp(2, 1, saved, 12, "", (directory / "dp2.losses").string());
   const std::vector<double> dp2 = readLosses(directory / "dp2.losses");
   ASSERT_EQ(dp2.size(), 6u);
-  for (size_t i = 0; i < dp2.size(); ++i) EXPECT_NEAR(dp2[i], dp4[6 + i], kLossTolerance * dp4[6 + i]) << i;
+  for (size_t i = 0; i < dp2.size(); ++i)
+    EXPECT_NEAR(dp2[i], dp4[6 + i], kLossTolerance * dp4[6 + i]) << i;
   std::filesystem::remove_all(directory);
 }
 
@@ -411,7 +429,8 @@ TEST(DataParallelRobustness, KilledRankIsNamedAndResumeReproducesTheRun) {
           if (!result.isOk()) {
             EXPECT_EQ(context.rank, 0);
             EXPECT_EQ(trainer.completedSteps(), 4);
-            EXPECT_NE(result.status().message().find("rank 1"), std::string::npos) << result.status().message();
+            EXPECT_NE(result.status().message().find("rank 1"), std::string::npos)
+                << result.status().message();
             std::printf("rank 0 saw: %s\n", result.status().message().c_str());
             std::fflush(stdout);
             _exit(::testing::Test::HasFailure() ? 1 : 0);  // the communicator is dead: no teardown
@@ -419,7 +438,8 @@ TEST(DataParallelRobustness, KilledRankIsNamedAndResumeReproducesTheRun) {
           if (trainer.completedSteps() == 3) {
             ASSERT_TRUE(trainer.save(checkpoint).isOk());
           }
-          ASSERT_LT(trainer.completedSteps(), 8) << "rank " << context.rank << " never noticed the dead peer";
+          ASSERT_LT(trainer.completedSteps(), 8)
+              << "rank " << context.rank << " never noticed the dead peer";
         }
       },
       options);

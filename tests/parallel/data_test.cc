@@ -1,19 +1,21 @@
 // Token files, the byte tokenizer and the batch sources.
-#include "parallel/data/batch_source.h"
-#include "parallel/data/byte_tokenizer.h"
-#include "parallel/data/token_file.h"
-
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include "parallel/data/batch_source.h"
+#include "parallel/data/byte_tokenizer.h"
+#include "parallel/data/token_file.h"
+
 namespace cc::parallel {
 namespace {
 
 std::string scratch(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("cc_data_test_" + std::to_string(::getpid()) + "_" + name)).string();
+  return (std::filesystem::temp_directory_path() /
+          ("cc_data_test_" + std::to_string(::getpid()) + "_" + name))
+      .string();
 }
 
 TEST(TokenFile, TextRoundTripsThroughPrepare) {

@@ -1,13 +1,13 @@
 // The whole model's gradient against finite differences of its loss, in fp64 on a tiny
 // configuration (two blocks, two heads, a padded vocabulary), for every parameter; and
 // the loss at initialisation close to ln(V).
-#include "gradient_check.h"
-#include "parallel/model/gpt.h"
-#include "parallel/model/initialize.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
+
+#include "gradient_check.h"
+#include "parallel/model/gpt.h"
+#include "parallel/model/initialize.h"
 
 namespace cc::parallel {
 namespace {
@@ -28,7 +28,8 @@ GptConfig tinyConfig() {
 std::vector<int32_t> tokensFor(const GptConfig& config, int batch, uint64_t seed) {
   Rng rng(seed);
   std::vector<int32_t> tokens(static_cast<size_t>(batch * config.seq));
-  for (int32_t& token : tokens) token = static_cast<int32_t>(rng.below(static_cast<uint64_t>(config.vocab)));
+  for (int32_t& token : tokens)
+    token = static_cast<int32_t>(rng.below(static_cast<uint64_t>(config.vocab)));
   return tokens;
 }
 
@@ -51,11 +52,13 @@ TEST(GptGradient, MatchesFiniteDifferencesForEveryParameter) {
   std::vector<double> analytic(model.gradients().begin(), model.gradients().end());
   for (const TensorSlice& tensor : model.layout().tensors()) {
     expectGradientMatches(tensor.name, model.parameters().subspan(tensor.offset, tensor.size),
-                          std::span<const double>(analytic).subspan(tensor.offset, tensor.size), objective, 1e-5);
+                          std::span<const double>(analytic).subspan(tensor.offset, tensor.size),
+                          objective, 1e-5);
   }
   // The padded vocabulary rows of wte get no gradient.
   const size_t width = static_cast<size_t>(config.width);
-  for (size_t i = static_cast<size_t>(config.vocab) * width; i < static_cast<size_t>(config.paddedVocab()) * width; ++i) {
+  for (size_t i = static_cast<size_t>(config.vocab) * width;
+       i < static_cast<size_t>(config.paddedVocab()) * width; ++i) {
     EXPECT_EQ(analytic[model.layout().wte() + i], 0.0);
   }
 }
@@ -74,7 +77,8 @@ TEST(GptGradient, BackwardAccumulatesAcrossMicroBatches) {
   std::vector<double> once(model.gradients().begin(), model.gradients().end());
   model.forward(inputs, targets, 2);
   model.backward(1.0);
-  for (size_t i = 0; i < once.size(); ++i) EXPECT_NEAR(model.gradients()[i], 2 * once[i], 1e-12 + 1e-12 * std::abs(once[i]));
+  for (size_t i = 0; i < once.size(); ++i)
+    EXPECT_NEAR(model.gradients()[i], 2 * once[i], 1e-12 + 1e-12 * std::abs(once[i]));
 }
 
 TEST(GptGradient, Fp32MatchesFp64) {

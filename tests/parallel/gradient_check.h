@@ -24,8 +24,10 @@ inline std::vector<double> randomVector(size_t count, uint64_t seed, double scal
 // Perturbs every element of `x` by +-step, re-evaluates `objective`, and compares the
 // central difference with `analytic`. The error allowed is relative, with an absolute
 // floor for gradients near zero.
-inline void expectGradientMatches(const std::string& what, std::span<double> x, std::span<const double> analytic,
-                                  const std::function<double()>& objective, double tolerance = 1e-6) {
+inline void expectGradientMatches(const std::string& what, std::span<double> x,
+                                  std::span<const double> analytic,
+                                  const std::function<double()>& objective,
+                                  double tolerance = 1e-6) {
   ASSERT_EQ(x.size(), analytic.size()) << what;
   constexpr double kStep = 1e-5;
   double worst = 0;
@@ -37,9 +39,11 @@ inline void expectGradientMatches(const std::string& what, std::span<double> x, 
     const double down = objective();
     x[i] = saved;
     const double numeric = (up - down) / (2 * kStep);
-    const double error = std::abs(numeric - analytic[i]) / std::max({1e-3, std::abs(numeric), std::abs(analytic[i])});
+    const double error = std::abs(numeric - analytic[i]) /
+                         std::max({1e-3, std::abs(numeric), std::abs(analytic[i])});
     worst = std::max(worst, error);
-    ASSERT_LE(error, tolerance) << what << "[" << i << "]: analytic " << analytic[i] << " numeric " << numeric;
+    ASSERT_LE(error, tolerance) << what << "[" << i << "]: analytic " << analytic[i] << " numeric "
+                                << numeric;
   }
   ::testing::Test::RecordProperty(what + "_worst_relative_error", std::to_string(worst));
 }

@@ -2,6 +2,11 @@
 // same templates the fp32 model uses), on small shapes. The objective is sum(out * w) for
 // a random w, so the upstream gradient is w. Backward must accumulate, so each check also
 // starts the gradients from a non-zero value and subtracts it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+
 #include "gradient_check.h"
 #include "parallel/model/layers/attention.h"
 #include "parallel/model/layers/cross_entropy.h"
@@ -11,11 +16,6 @@
 #include "parallel/model/layers/layernorm.h"
 #include "parallel/model/layers/linear.h"
 #include "parallel/model/layers/residual.h"
-
-#include <gtest/gtest.h>
-
-#include <cmath>
-#include <cstdint>
 
 namespace cc::parallel::layers {
 namespace {
@@ -59,13 +59,14 @@ TEST(LayerGradients, LayerNorm) {
   const auto upstream = randomVector(rows * width, 7);
   std::vector<double> out(inp.size()), mean(rows), rstd(rows), scratch(2 * width);
   auto objective = [&] {
-    layerNormForward(out.data(), mean.data(), rstd.data(), inp.data(), weight.data(), bias.data(), rows, width);
+    layerNormForward(out.data(), mean.data(), rstd.data(), inp.data(), weight.data(), bias.data(),
+                     rows, width);
     return weightedSum(out, upstream);
   };
   objective();
   std::vector<double> dinp(inp.size(), kPreload), dweight(width, kPreload), dbias(width, kPreload);
-  layerNormBackward(dinp.data(), dweight.data(), dbias.data(), upstream.data(), inp.data(), weight.data(),
-                    mean.data(), rstd.data(), rows, width, scratch.data());
+  layerNormBackward(dinp.data(), dweight.data(), dbias.data(), upstream.data(), inp.data(),
+                    weight.data(), mean.data(), rstd.data(), rows, width, scratch.data());
   expectGradientMatches("inp", inp, added(dinp, kPreload), objective);
   expectGradientMatches("weight", weight, added(dweight, kPreload), objective);
   expectGradientMatches("bias", bias, added(dbias, kPreload), objective);
@@ -82,9 +83,10 @@ TEST(LayerGradients, Linear) {
     linearForward(out.data(), inp.data(), weight.data(), bias.data(), rows, inWidth, outWidth);
     return weightedSum(out, upstream);
   };
-  std::vector<double> dinp(inp.size(), kPreload), dweight(weight.size(), kPreload), dbias(bias.size(), kPreload);
-  linearBackward(dinp.data(), dweight.data(), dbias.data(), upstream.data(), inp.data(), weight.data(), rows,
-                 inWidth, outWidth);
+  std::vector<double> dinp(inp.size(), kPreload), dweight(weight.size(), kPreload),
+      dbias(bias.size(), kPreload);
+  linearBackward(dinp.data(), dweight.data(), dbias.data(), upstream.data(), inp.data(),
+                 weight.data(), rows, inWidth, outWidth);
   expectGradientMatches("inp", inp, added(dinp, kPreload), objective);
   expectGradientMatches("weight", weight, added(dweight, kPreload), objective);
   expectGradientMatches("bias", bias, added(dbias, kPreload), objective);
@@ -101,7 +103,8 @@ TEST(LayerGradients, TiedHead) {
     return weightedSum(logits, upstream);
   };
   std::vector<double> dinp(inp.size(), kPreload), dwte(wte.size(), kPreload);
-  tiedHeadBackward(dinp.data(), dwte.data(), upstream.data(), inp.data(), wte.data(), rows, width, vocab);
+  tiedHeadBackward(dinp.data(), dwte.data(), upstream.data(), inp.data(), wte.data(), rows, width,
+                   vocab);
   expectGradientMatches("inp", inp, added(dinp, kPreload), objective);
   expectGradientMatches("wte", wte, added(dwte, kPreload), objective);
 }
@@ -173,7 +176,8 @@ TEST(LayerGradients, CrossEntropyIgnoresPaddedVocabulary) {
   };
   const double loss = objective();
   std::vector<double> dlogits(logits.size(), kPreload);
-  crossEntropyBackward(dlogits.data(), probs.data(), targets.data(), rows, vocab, padded, 1.0 / rows);
+  crossEntropyBackward(dlogits.data(), probs.data(), targets.data(), rows, vocab, padded,
+                       1.0 / rows);
   auto delta = added(dlogits, kPreload);
   expectGradientMatches("logits", logits, delta, objective);
   for (size_t r = 0; r < rows; ++r) {

@@ -1,6 +1,5 @@
 // Training as a whole: the synthetic task is learned, a seed fixes the run bit for bit,
 // and a run resumed from a checkpoint is bit for bit the uninterrupted run.
-#include "parallel/data/synthetic.h"
 #include "parallel/train/trainer.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+
+#include "parallel/data/synthetic.h"
 
 namespace cc::parallel {
 namespace {
@@ -37,7 +38,8 @@ bool bitwiseEqual(std::span<const float> a, std::span<const float> b) {
 }
 
 std::filesystem::path scratchDirectory(const std::string& name) {
-  const auto directory = std::filesystem::temp_directory_path() / ("cc_trainer_test_" + name + "_" + std::to_string(::getpid()));
+  const auto directory = std::filesystem::temp_directory_path() /
+                         ("cc_trainer_test_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::create_directories(directory);
   return directory;
 }
@@ -47,7 +49,8 @@ std::filesystem::path scratchDirectory(const std::string& name) {
 TEST(Trainer, SyntheticLossFallsBelowBound) {
   const TrainOptions options = smallOptions(150);
   Trainer trainer(options, syntheticFor(options));
-  const SyntheticBatches heldOut(options.seed, options.model.vocab, BatchShape{options.batch, options.model.seq, 0, 1}, true);
+  const SyntheticBatches heldOut(options.seed, options.model.vocab,
+                                 BatchShape{options.batch, options.model.seq, 0, 1}, true);
   const double initial = trainer.evaluate(heldOut);
   EXPECT_NEAR(initial, std::log(256.0), 0.1);
   for (int64_t i = 0; i < options.steps; ++i) trainer.step();
@@ -103,11 +106,13 @@ TEST(Trainer, ResumeIsBitwiseTheUninterruptedRun) {
   EXPECT_EQ(resumed.completedSteps(), 5);
   for (int i = 5; i < 8; ++i) {
     const double loss = resumed.step().loss;
-    EXPECT_EQ(std::memcmp(&loss, &straightLosses[static_cast<size_t>(i)], sizeof(double)), 0) << "step " << i;
+    EXPECT_EQ(std::memcmp(&loss, &straightLosses[static_cast<size_t>(i)], sizeof(double)), 0)
+        << "step " << i;
   }
   EXPECT_TRUE(bitwiseEqual(resumed.model().parameters(), straight.model().parameters()));
   EXPECT_TRUE(bitwiseEqual(resumed.optimizer().firstMoment(), straight.optimizer().firstMoment()));
-  EXPECT_TRUE(bitwiseEqual(resumed.optimizer().secondMoment(), straight.optimizer().secondMoment()));
+  EXPECT_TRUE(
+      bitwiseEqual(resumed.optimizer().secondMoment(), straight.optimizer().secondMoment()));
   std::filesystem::remove_all(directory);
 }
 

@@ -15,7 +15,8 @@ namespace cc::testing {
 ccComm_t RankContext::initComm() const {
   ccComm_t comm = nullptr;
   ccResult_t result = ccCommInitRank(&comm, nranks, id, rank);
-  EXPECT_EQ(result, ccSuccess) << "rank " << rank << ": ccCommInitRank: " << ccGetLastError(nullptr);
+  EXPECT_EQ(result, ccSuccess) << "rank " << rank
+                               << ": ccCommInitRank: " << ccGetLastError(nullptr);
   return comm;
 }
 
@@ -62,7 +63,8 @@ MultiRankOptions transportOptions(const std::string& transport) {
   return options;
 }
 
-void runRanks(int nranks, const std::function<void(RankContext&)>& body, const MultiRankOptions& options) {
+void runRanks(int nranks, const std::function<void(RankContext&)>& body,
+              const MultiRankOptions& options) {
   std::vector<int> idPipes(static_cast<size_t>(2 * nranks), -1);
   for (int rank = 1; rank < nranks; ++rank) {
     ASSERT_EQ(pipe(&idPipes[static_cast<size_t>(2 * rank)]), 0);
@@ -83,7 +85,8 @@ void runRanks(int nranks, const std::function<void(RankContext&)>& body, const M
           std::fprintf(stderr, "rank 0: ccGetUniqueId failed: %s\n", ccGetLastError(nullptr));
           _exit(5);
         }
-        for (int peer = 1; peer < nranks; ++peer) writeAll(idPipes[static_cast<size_t>(2 * peer + 1)], &context.id, sizeof(context.id));
+        for (int peer = 1; peer < nranks; ++peer)
+          writeAll(idPipes[static_cast<size_t>(2 * peer + 1)], &context.id, sizeof(context.id));
       } else {
         readAll(idPipes[static_cast<size_t>(2 * rank)], &context.id, sizeof(context.id));
       }
@@ -127,7 +130,8 @@ void runRanks(int nranks, const std::function<void(RankContext&)>& body, const M
     if (std::chrono::steady_clock::now() > deadline) {
       for (size_t rank = 0; rank < children.size(); ++rank) {
         if (finished[rank]) continue;
-        ADD_FAILURE() << "rank " << rank << " still running after " << options.timeoutSeconds << " s: killed";
+        ADD_FAILURE() << "rank " << rank << " still running after " << options.timeoutSeconds
+                      << " s: killed";
         kill(children[rank], SIGKILL);
         waitpid(children[rank], nullptr, 0);
       }

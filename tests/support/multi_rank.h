@@ -27,7 +27,7 @@ struct MultiRankOptions {
   // Set in every rank before the body runs. (Sockets stay on loopback: the support
   // library sets CC_SOCKET_IFNAME=lo for the whole test process unless it is set.)
   std::map<std::string, std::string> env;
-  std::set<int> expectKilled;               // ranks that end by SIGKILL on purpose
+  std::set<int> expectKilled;  // ranks that end by SIGKILL on purpose
 };
 
 // Options for a named transport: "shm", "tcp", "ucx" (UCP over UCX's tcp and shared
@@ -36,16 +36,17 @@ struct MultiRankOptions {
 MultiRankOptions transportOptions(const std::string& transport);
 
 // Runs `body` in `nranks` forked processes and reports their outcome as test failures.
-void runRanks(int nranks, const std::function<void(RankContext&)>& body, const MultiRankOptions& options = {});
+void runRanks(int nranks, const std::function<void(RankContext&)>& body,
+              const MultiRankOptions& options = {});
 
 // Names of /dev/shm entries (to check that nothing is left behind).
 std::set<std::string> listDevShm();
 
 }  // namespace cc::testing
 
-#define CC_ASSERT_OK(expr)                                                                   \
-  do {                                                                                       \
-    ccResult_t ccAssertResult_ = (expr);                                                     \
-    ASSERT_EQ(ccAssertResult_, ccSuccess) << #expr << ": " << ccGetErrorString(ccAssertResult_) \
-                                          << ": " << ccGetLastError(nullptr);                \
+#define CC_ASSERT_OK(expr)                                                                        \
+  do {                                                                                            \
+    ccResult_t ccAssertResult_ = (expr);                                                          \
+    ASSERT_EQ(ccAssertResult_, ccSuccess)                                                         \
+        << #expr << ": " << ccGetErrorString(ccAssertResult_) << ": " << ccGetLastError(nullptr); \
   } while (0)

@@ -155,7 +155,8 @@ int runForked(int nranks, const RankProgram& program) {
       if (CPU_ISSET(cpu, &allowed)) cores.push_back(cpu);
     }
   }
-  const bool bind = !cores.empty() && nranks <= static_cast<int>(cores.size()) && std::getenv("CC_BENCH_NO_BIND") == nullptr;
+  const bool bind = !cores.empty() && nranks <= static_cast<int>(cores.size()) &&
+                    std::getenv("CC_BENCH_NO_BIND") == nullptr;
   for (int rank = 0; rank < nranks; ++rank) {
     pid_t pid = fork();
     if (pid == 0) {

@@ -1,11 +1,11 @@
 // The loss curve as a small standalone SVG (no plotting library needed to look at a run).
 #pragma once
 
-#include "core/status.h"
-
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "core/status.h"
 
 namespace cc::parallel::train_tool {
 

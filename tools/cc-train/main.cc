@@ -2,17 +2,6 @@
 // with checkpoints, evaluation, a CSV log and an SVG loss curve; on one process, or
 // data-parallel with ZeRO under a launcher (mpirun -np N cc-train --dp N --zero K).
 // Flags: --help and docs/TRAINING.md.
-#include "loss_plot.h"
-#include "options.h"
-#include "progress.h"
-
-#include "parallel/checkpoint/checkpoint.h"
-#include "parallel/data/byte_tokenizer.h"
-#include "parallel/model/activations.h"
-#include "parallel/dp/cc_call.h"
-#include "parallel/mesh/mesh.h"
-#include "parallel/model/blas_threads.h"
-
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -20,6 +9,16 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+
+#include "loss_plot.h"
+#include "options.h"
+#include "parallel/checkpoint/checkpoint.h"
+#include "parallel/data/byte_tokenizer.h"
+#include "parallel/dp/cc_call.h"
+#include "parallel/mesh/mesh.h"
+#include "parallel/model/activations.h"
+#include "parallel/model/blas_threads.h"
+#include "progress.h"
 
 namespace cc::parallel::train_tool {
 namespace {
@@ -75,8 +74,8 @@ double peakResidentMiB() {
 // What the model's state and activations add up to (docs/TRAINING.md, "Memory"); under
 // DP, ZeRO's accounting per rank (dp/data_parallel.h).
 double expectedMiB(const Trainer& trainer) {
-  const double activations = 4.0 * static_cast<double>(
-      ActivationArena<float>::elementCount(trainer.model().config(), trainer.options().batch));
+  const double activations = 4.0 * static_cast<double>(ActivationArena<float>::elementCount(
+                                       trainer.model().config(), trainer.options().batch));
   const double state = trainer.dataParallel() != nullptr
                            ? trainer.dataParallel()->memoryEstimate().total()
                            : 16.0 * static_cast<double>(trainer.model().layout().totalSize());
@@ -85,17 +84,19 @@ double expectedMiB(const Trainer& trainer) {
 
 std::string memoryBreakdown(const Trainer& trainer) {
   const double mib = 1024.0 * 1024.0;
-  const double activations = 4.0 * static_cast<double>(
-      ActivationArena<float>::elementCount(trainer.model().config(), trainer.options().batch));
+  const double activations = 4.0 * static_cast<double>(ActivationArena<float>::elementCount(
+                                       trainer.model().config(), trainer.options().batch));
   char text[200];
   if (trainer.dataParallel() != nullptr) {
     const MemoryEstimate e = trainer.dataParallel()->memoryEstimate();
-    std::snprintf(text, sizeof(text), "parameters %.1f + gradients %.1f + adam %.1f + activations %.1f MiB",
+    std::snprintf(text, sizeof(text),
+                  "parameters %.1f + gradients %.1f + adam %.1f + activations %.1f MiB",
                   e.parameters / mib, e.gradients / mib, e.optimizer / mib, activations / mib);
   } else {
-    std::snprintf(text, sizeof(text), "16 bytes x %zu parameters + 4 bytes x %zu activations",
-                  trainer.model().layout().totalSize(),
-                  ActivationArena<float>::elementCount(trainer.model().config(), trainer.options().batch));
+    std::snprintf(
+        text, sizeof(text), "16 bytes x %zu parameters + 4 bytes x %zu activations",
+        trainer.model().layout().totalSize(),
+        ActivationArena<float>::elementCount(trainer.model().config(), trainer.options().batch));
   }
   return text;
 }
@@ -116,7 +117,8 @@ std::unique_ptr<BatchSource> evalSourceFor(const Options& options, const BatchSh
                                            std::unique_ptr<BatchSource> fromFile) {
   if (fromFile) return fromFile;
   if (options.dataPath.empty()) {
-    return std::make_unique<SyntheticBatches>(options.train.seed, options.train.model.vocab, shape, true);
+    return std::make_unique<SyntheticBatches>(options.train.seed, options.train.model.vocab, shape,
+                                              true);
   }
   return nullptr;  // evaluated on the training file's first batch instead
 }
@@ -135,7 +137,8 @@ int run(const Options& parsed) {
     auto config = readCheckpointConfig(options.loadPath);
     if (!config.isOk()) return fail(config.status());
     if (!(config.value() == options.train.model)) {
-      std::printf("model shape from %s: %s\n", options.loadPath.c_str(), config->describe().c_str());
+      std::printf("model shape from %s: %s\n", options.loadPath.c_str(),
+                  config->describe().c_str());
     }
     options.train.model = config.value();
   }
@@ -158,7 +161,10 @@ int run(const Options& parsed) {
     (void)ccCommCount(world, &worldSize);
     auto created = Mesh::create(world, MeshShape{options.dp, 1, 1}, train.model);
     if (!created.isOk()) {
-      if (worldSize == 1) return fail(Status(ccInvalidArgument, created.status().message() + "; start it with mpirun -np " + std::to_string(options.dp) + " (or another launcher)"));
+      if (worldSize == 1)
+        return fail(
+            Status(ccInvalidArgument, created.status().message() + "; start it with mpirun -np " +
+                                          std::to_string(options.dp) + " (or another launcher)"));
       return fail(created.status());
     }
     mesh = std::move(created).value();
@@ -167,7 +173,8 @@ int run(const Options& parsed) {
     if (worldRank == 0) std::fputs(table->c_str(), stdout);
   }
   const bool leader = worldRank == 0;
-  const BatchShape shape{train.batch, train.model.seq, mesh ? mesh->coordinates().dp : 0, options.dp};
+  const BatchShape shape{train.batch, train.model.seq, mesh ? mesh->coordinates().dp : 0,
+                         options.dp};
   const BatchShape evalShape{train.batch, train.model.seq, 0, 1};
   std::unique_ptr<BatchSource> source;
   if (options.dataPath.empty()) {
@@ -193,7 +200,8 @@ int run(const Options& parsed) {
   std::unique_ptr<BatchSource> evalSource = evalSourceFor(options, evalShape, std::move(evalFile));
   std::unique_ptr<BatchSource> trainingFirstBatch;
   if (!evalSource && !options.dataPath.empty()) {
-    trainingFirstBatch = std::move(TokenFileBatches::open(options.dataPath, evalShape, train.model.vocab).value());
+    trainingFirstBatch =
+        std::move(TokenFileBatches::open(options.dataPath, evalShape, train.model.vocab).value());
   }
   const BatchSource& evalBatches = evalSource ? *evalSource : *trainingFirstBatch;
 
@@ -201,8 +209,10 @@ int run(const Options& parsed) {
     const double peak = peakOverRanks(world);
     if (leader) {
       std::printf("data parallel: %s\n", trainer.dataParallel()->describe().c_str());
-      std::printf("memory at start-up: expected_mib %.1f per rank (%s), peak_rss_mib %.1f during set-up (largest rank)\n",
-                  expectedMiB(trainer), memoryBreakdown(trainer).c_str(), peak);
+      std::printf(
+          "memory at start-up: expected_mib %.1f per rank (%s), peak_rss_mib %.1f during set-up "
+          "(largest rank)\n",
+          expectedMiB(trainer), memoryBreakdown(trainer).c_str(), peak);
     }
     resetPeakResident();
   }
@@ -215,9 +225,12 @@ int run(const Options& parsed) {
   }
   const int64_t first = trainer.completedSteps();
   if (first < train.steps && leader) {
-    std::printf("cc-train: %s, batch %d x %d micro-batches, %lld steps from step %lld, %d thread(s), data: %s\n",
-                train.model.describe().c_str(), train.batch, train.gradAccum, static_cast<long long>(train.steps),
-                static_cast<long long>(first), options.threads, dataDescription.c_str());
+    std::printf(
+        "cc-train: %s, batch %d x %d micro-batches, %lld steps from step %lld, %d thread(s), data: "
+        "%s\n",
+        train.model.describe().c_str(), train.batch, train.gradAccum,
+        static_cast<long long>(train.steps), static_cast<long long>(first), options.threads,
+        dataDescription.c_str());
   }
   // Only rank 0 talks; the others print nothing but errors.
   Progress progress(first, train.steps, leader ? options.printEvery : 1 << 30);
@@ -231,7 +244,8 @@ int run(const Options& parsed) {
     return traffic.isOk() ? static_cast<double>(traffic->sent) : 0;
   };
   int64_t ranThisTime = 0;
-  while (trainer.completedSteps() < train.steps && (options.stopAfter == 0 || ranThisTime < options.stopAfter)) {
+  while (trainer.completedSteps() < train.steps &&
+         (options.stopAfter == 0 || ranThisTime < options.stopAfter)) {
     const double sentBefore = bytesSent();
     auto stepped = trainer.tryStep();
     if (!stepped.isOk()) failCollective(stepped.status());
@@ -254,11 +268,13 @@ int run(const Options& parsed) {
       }
     }
     if (log) {
-      log << result.step << ',' << result.loss << ',' << result.lr << ',' << result.gradNorm << ',' << rate << ',';
+      log << result.step << ',' << result.loss << ',' << result.lr << ',' << result.gradNorm << ','
+          << rate << ',';
       if (evalLoss >= 0) log << evalLoss;
       log << '\n';
     }
-    if (!options.savePath.empty() && options.saveEvery > 0 && result.step % options.saveEvery == 0) {
+    if (!options.savePath.empty() && options.saveEvery > 0 &&
+        result.step % options.saveEvery == 0) {
       const Status saved = trainer.save(options.savePath);
       if (!saved.isOk()) failCollective(saved);
     }
@@ -267,8 +283,10 @@ int run(const Options& parsed) {
   if (!options.savePath.empty()) {
     const Status saved = trainer.save(options.savePath);
     if (!saved.isOk()) failCollective(saved);
-    if (leader) std::printf("saved step %lld to %s (+ %s)\n", static_cast<long long>(trainer.completedSteps()),
-                options.savePath.c_str(), optimizerPath(options.savePath).c_str());
+    if (leader)
+      std::printf("saved step %lld to %s (+ %s)\n",
+                  static_cast<long long>(trainer.completedSteps()), options.savePath.c_str(),
+                  optimizerPath(options.savePath).c_str());
   }
   if (!options.plotPath.empty() && !curve.empty() && leader) {
     const Status plotted = writeLossPlot(options.plotPath, curve, evalCurve);
@@ -276,17 +294,19 @@ int run(const Options& parsed) {
   }
   auto median = [](const std::vector<double>& values) {
     // The first step pays for page faults in the arena; the median of the rest.
-    std::vector<double> steady(values.size() > 1 ? values.begin() + 1 : values.begin(), values.end());
+    std::vector<double> steady(values.size() > 1 ? values.begin() + 1 : values.begin(),
+                               values.end());
     std::sort(steady.begin(), steady.end());
     return steady[steady.size() / 2];
   };
   if (!rates.empty() && leader) {
-    std::printf("summary: steps %lld final_loss %.6f median_tokens_per_s %.0f threads %d", 
-                static_cast<long long>(trainer.completedSteps()), curve.back().second, median(rates),
-                options.threads);
+    std::printf("summary: steps %lld final_loss %.6f median_tokens_per_s %.0f threads %d",
+                static_cast<long long>(trainer.completedSteps()), curve.back().second,
+                median(rates), options.threads);
     if (trainer.dataParallel() != nullptr) {
       std::printf(" dp %d zero %d median_gradient_wait_ms %.3f sent_mib_per_step %.2f", options.dp,
-                  train.parallel.zeroStage, 1e3 * median(waits), median(sentPerStep) / (1024.0 * 1024.0));
+                  train.parallel.zeroStage, 1e3 * median(waits),
+                  median(sentPerStep) / (1024.0 * 1024.0));
     }
     std::printf("\n");
   }
@@ -303,8 +323,11 @@ int run(const Options& parsed) {
     std::printf("memory: peak_rss_mib %.1f expected_mib %.1f (%s)", peak, expectedMiB(trainer),
                 memoryBreakdown(trainer).c_str());
     if (world != nullptr) {
-      std::printf(" per rank, largest rank's peak; of it cc's shared buffers rss_shmem_mib %.1f; private memory after "
-                  "the last step rss_anon_mib %.1f", shared, privateNow);
+      std::printf(
+          " per rank, largest rank's peak; of it cc's shared buffers rss_shmem_mib %.1f; private "
+          "memory after "
+          "the last step rss_anon_mib %.1f",
+          shared, privateNow);
     }
     std::printf("\n");
   }

@@ -9,27 +9,31 @@ namespace cc::parallel::train_tool {
 namespace {
 
 template <typename Integer>
-Status parseInteger(const std::string& flag, const std::string& text, Integer low, Integer high, Integer* out) {
+Status parseInteger(const std::string& flag, const std::string& text, Integer low, Integer high,
+                    Integer* out) {
   Integer value{};
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size()) {
     return invalidArgument(flag + ": \"" + text + "\" is not an integer");
   }
   if (value < low || value > high) {
-    return invalidArgument(flag + ": " + text + " is not in [" + std::to_string(low) + ", " + std::to_string(high) + "]");
+    return invalidArgument(flag + ": " + text + " is not in [" + std::to_string(low) + ", " +
+                           std::to_string(high) + "]");
   }
   *out = value;
   return Status::ok();
 }
 
-Status parseFloat(const std::string& flag, const std::string& text, float low, float high, float* out) {
+Status parseFloat(const std::string& flag, const std::string& text, float low, float high,
+                  float* out) {
   char* end = nullptr;
   const float value = std::strtof(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value)) {
     return invalidArgument(flag + ": \"" + text + "\" is not a number");
   }
   if (value < low || value > high) {
-    return invalidArgument(flag + ": " + text + " is not in [" + std::to_string(low) + ", " + std::to_string(high) + "]");
+    return invalidArgument(flag + ": " + text + " is not in [" + std::to_string(low) + ", " +
+                           std::to_string(high) + "]");
   }
   *out = value;
   return Status::ok();
@@ -70,31 +74,72 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
       {"--vocab", [&](auto& f, auto& v) { return parseInteger(f, v, 2, 65536, &model.vocab); }},
       {"--seq", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 65536, &model.seq); }},
       {"--batch", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 20, &train.batch); }},
-      {"--grad-accum", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 20, &train.gradAccum); }},
+      {"--grad-accum",
+       [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 20, &train.gradAccum); }},
       {"--steps",
        [&](auto& f, auto& v) {
          options.stepsGiven = true;
          return parseInteger<int64_t>(f, v, 0, kMaxSteps, &train.steps);
        }},
-      {"--stop-after", [&](auto& f, auto& v) { return parseInteger<int64_t>(f, v, 1, kMaxSteps, &options.stopAfter); }},
-      {"--warmup", [&](auto& f, auto& v) { return parseInteger<int64_t>(f, v, 0, kMaxSteps, &train.warmup); }},
+      {"--stop-after",
+       [&](auto& f, auto& v) {
+         return parseInteger<int64_t>(f, v, 1, kMaxSteps, &options.stopAfter);
+       }},
+      {"--warmup",
+       [&](auto& f, auto& v) { return parseInteger<int64_t>(f, v, 0, kMaxSteps, &train.warmup); }},
       {"--lr", [&](auto& f, auto& v) { return parseFloat(f, v, 0.0f, 10.0f, &train.lr); }},
-      {"--weight-decay", [&](auto& f, auto& v) { return parseFloat(f, v, 0.0f, 10.0f, &train.adamw.weightDecay); }},
+      {"--weight-decay",
+       [&](auto& f, auto& v) { return parseFloat(f, v, 0.0f, 10.0f, &train.adamw.weightDecay); }},
       {"--clip", [&](auto& f, auto& v) { return parseFloat(f, v, 0.0f, 1e6f, &train.clip); }},
-      {"--seed", [&](auto& f, auto& v) { return parseInteger<uint64_t>(f, v, 0, UINT64_MAX, &train.seed); }},
-      {"--data", [&](auto&, auto& v) { options.dataPath = v; return Status::ok(); }},
-      {"--load", [&](auto&, auto& v) { options.loadPath = v; return Status::ok(); }},
-      {"--save", [&](auto&, auto& v) { options.savePath = v; return Status::ok(); }},
-      {"--save-every", [&](auto& f, auto& v) { return parseInteger<int64_t>(f, v, 1, kMaxSteps, &options.saveEvery); }},
-      {"--eval-every", [&](auto& f, auto& v) { return parseInteger<int64_t>(f, v, 1, kMaxSteps, &options.evalEvery); }},
-      {"--eval", [&](auto&, auto& v) { options.evalPath = v; return Status::ok(); }},
-      {"--log", [&](auto&, auto& v) { options.logPath = v; return Status::ok(); }},
-      {"--plot", [&](auto&, auto& v) { options.plotPath = v; return Status::ok(); }},
-      {"--threads", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1024, &options.threads); }},
-      {"--print-every", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 30, &options.printEvery); }},
+      {"--seed",
+       [&](auto& f, auto& v) { return parseInteger<uint64_t>(f, v, 0, UINT64_MAX, &train.seed); }},
+      {"--data",
+       [&](auto&, auto& v) {
+         options.dataPath = v;
+         return Status::ok();
+       }},
+      {"--load",
+       [&](auto&, auto& v) {
+         options.loadPath = v;
+         return Status::ok();
+       }},
+      {"--save",
+       [&](auto&, auto& v) {
+         options.savePath = v;
+         return Status::ok();
+       }},
+      {"--save-every",
+       [&](auto& f, auto& v) {
+         return parseInteger<int64_t>(f, v, 1, kMaxSteps, &options.saveEvery);
+       }},
+      {"--eval-every",
+       [&](auto& f, auto& v) {
+         return parseInteger<int64_t>(f, v, 1, kMaxSteps, &options.evalEvery);
+       }},
+      {"--eval",
+       [&](auto&, auto& v) {
+         options.evalPath = v;
+         return Status::ok();
+       }},
+      {"--log",
+       [&](auto&, auto& v) {
+         options.logPath = v;
+         return Status::ok();
+       }},
+      {"--plot",
+       [&](auto&, auto& v) {
+         options.plotPath = v;
+         return Status::ok();
+       }},
+      {"--threads",
+       [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1024, &options.threads); }},
+      {"--print-every",
+       [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 30, &options.printEvery); }},
       {"--dp", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 16, &options.dp); }},
-      {"--zero", [&](auto& f, auto& v) { return parseInteger(f, v, 0, 3, &train.parallel.zeroStage); }},
-      {"--bucket-mb", [&](auto& f, auto& v) { return parseFloat(f, v, 1e-3f, 1e5f, &options.bucketMiB); }},
+      {"--zero",
+       [&](auto& f, auto& v) { return parseInteger(f, v, 0, 3, &train.parallel.zeroStage); }},
+      {"--bucket-mb",
+       [&](auto& f, auto& v) { return parseFloat(f, v, 1e-3f, 1e5f, &options.bucketMiB); }},
   };
   for (size_t i = 0; i < arguments.size(); ++i) {
     const std::string& flag = arguments[i];
@@ -118,7 +163,8 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
     if (i + 1 >= arguments.size()) return invalidArgument(flag + " needs a value");
     CC_TRY(handler->second(flag, arguments[++i]));
   }
-  train.parallel.bucketBytes = static_cast<size_t>(static_cast<double>(options.bucketMiB) * 1024.0 * 1024.0);
+  train.parallel.bucketBytes =
+      static_cast<size_t>(static_cast<double>(options.bucketMiB) * 1024.0 * 1024.0);
   if (!options.evalPath.empty() && !options.stepsGiven) train.steps = 0;
   if (train.warmup > train.steps) train.warmup = train.steps;
   CC_TRY(model.validate());

@@ -1,32 +1,32 @@
 // cc-train's command line. Every flag is documented in docs/TRAINING.md and in --help.
 #pragma once
 
-#include "core/status.h"
-#include "parallel/train/trainer.h"
-
 #include <string>
 #include <vector>
+
+#include "core/status.h"
+#include "parallel/train/trainer.h"
 
 namespace cc::parallel::train_tool {
 
 struct Options {
   TrainOptions train;
   bool stepsGiven = false;
-  std::string dataPath;      // --data: token file; empty = synthetic
-  std::string loadPath;      // --load
-  std::string savePath;      // --save
-  int64_t saveEvery = 0;     // --save-every
-  int64_t evalEvery = 0;     // --eval-every
-  std::string evalPath;      // --eval
-  std::string prepareText;   // --prepare TEXT OUT
+  std::string dataPath;     // --data: token file; empty = synthetic
+  std::string loadPath;     // --load
+  std::string savePath;     // --save
+  int64_t saveEvery = 0;    // --save-every
+  int64_t evalEvery = 0;    // --eval-every
+  std::string evalPath;     // --eval
+  std::string prepareText;  // --prepare TEXT OUT
   std::string prepareOut;
-  std::string logPath;       // --log
-  std::string plotPath;      // --plot
-  int threads = 1;           // --threads
-  int64_t stopAfter = 0;     // --stop-after: leave after this many steps of this run
-  int printEvery = 10;       // --print-every (plain output)
-  int dp = 1;                // --dp: data-parallel ranks (the launcher's world size)
-  float bucketMiB = 25.0f;   // --bucket-mb (train.parallel.bucketBytes)
+  std::string logPath;      // --log
+  std::string plotPath;     // --plot
+  int threads = 1;          // --threads
+  int64_t stopAfter = 0;    // --stop-after: leave after this many steps of this run
+  int printEvery = 10;      // --print-every (plain output)
+  int dp = 1;               // --dp: data-parallel ranks (the launcher's world size)
+  float bucketMiB = 25.0f;  // --bucket-mb (train.parallel.bucketBytes)
   bool help = false;
 };
 

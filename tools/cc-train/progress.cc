@@ -23,22 +23,26 @@ bool ownTerminal() {
 }  // namespace
 
 Progress::Progress(int64_t firstStep, int64_t lastStep, int printEvery)
-    : terminal_(ownTerminal()), firstStep_(firstStep), lastStep_(lastStep), printEvery_(printEvery) {}
+    : terminal_(ownTerminal()),
+      firstStep_(firstStep),
+      lastStep_(lastStep),
+      printEvery_(printEvery) {}
 
 void Progress::report(const StepResult& result, double tokensPerSecond) {
   elapsed_ += result.seconds;
   const int64_t done = result.step - firstStep_;
   const int64_t total = lastStep_ - firstStep_;
-  const double eta = done > 0 ? elapsed_ / static_cast<double>(done) * static_cast<double>(total - done) : 0;
+  const double eta =
+      done > 0 ? elapsed_ / static_cast<double>(done) * static_cast<double>(total - done) : 0;
   if (terminal_) {
     constexpr int kWidth = 30;
     const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : kWidth;
     char bar[kWidth + 1];
     for (int i = 0; i < kWidth; ++i) bar[i] = i < filled ? '#' : '.';
     bar[kWidth] = '\0';
-    std::printf("\r[%s] step %lld/%lld loss %.4f %.0f tok/s ETA %d:%02d ", bar, static_cast<long long>(result.step),
-                static_cast<long long>(lastStep_), result.loss, tokensPerSecond, static_cast<int>(eta) / 60,
-                static_cast<int>(eta) % 60);
+    std::printf("\r[%s] step %lld/%lld loss %.4f %.0f tok/s ETA %d:%02d ", bar,
+                static_cast<long long>(result.step), static_cast<long long>(lastStep_), result.loss,
+                tokensPerSecond, static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
     std::fflush(stdout);
     barShown_ = true;
     return;

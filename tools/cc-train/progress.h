@@ -2,9 +2,9 @@
 // terminal, plain lines otherwise (logs, pipes, tests).
 #pragma once
 
-#include "parallel/train/trainer.h"
-
 #include <cstdint>
+
+#include "parallel/train/trainer.h"
 
 namespace cc::parallel::train_tool {
 

@@ -3,10 +3,10 @@
 // directory. A crash mid-write leaves at most a stray temporary file.
 #pragma once
 
-#include "core/status.h"
-
 #include <string>
 #include <string_view>
+
+#include "core/status.h"
 
 namespace cc::parallel {
 

@@ -1,11 +1,11 @@
 #include "parallel/checkpoint/checkpoint.h"
 
-#include "parallel/checkpoint/safetensors.h"
-
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <set>
+
+#include "parallel/checkpoint/safetensors.h"
 
 namespace cc::parallel {
 namespace {
@@ -22,8 +22,8 @@ std::map<std::string, std::string> configMetadata(const GptConfig& config) {
           {"cc.width", std::to_string(config.width)}};
 }
 
-Result<int64_t> metadataInt(const std::map<std::string, std::string>& metadata, const std::string& key,
-                            const std::string& path) {
+Result<int64_t> metadataInt(const std::map<std::string, std::string>& metadata,
+                            const std::string& key, const std::string& path) {
   const auto found = metadata.find(key);
   if (found == metadata.end()) return invalidArgument(path + ": metadata has no " + key);
   int64_t value = 0;
@@ -35,11 +35,13 @@ Result<int64_t> metadataInt(const std::map<std::string, std::string>& metadata, 
   return value;
 }
 
-Result<GptConfig> configFromMetadata(const std::map<std::string, std::string>& metadata, const std::string& path) {
+Result<GptConfig> configFromMetadata(const std::map<std::string, std::string>& metadata,
+                                     const std::string& path) {
   GptConfig config;
   auto field = [&](const char* key, int* target) -> Status {
     CC_ASSIGN_OR_RETURN(int64_t value, metadataInt(metadata, key, path));
-    if (value < 0 || value > INT32_MAX) return invalidArgument(path + ": metadata " + key + " out of range");
+    if (value < 0 || value > INT32_MAX)
+      return invalidArgument(path + ": metadata " + key + " out of range");
     *target = static_cast<int>(value);
     return Status::ok();
   };
@@ -55,7 +57,8 @@ Result<GptConfig> configFromMetadata(const std::map<std::string, std::string>& m
 
 // The checkpoint's shape of a layout tensor: wte without its padded rows.
 std::vector<size_t> fileShape(const TensorSlice& tensor, const GptConfig& config) {
-  if (tensor.name == "wte.weight") return {static_cast<size_t>(config.vocab), static_cast<size_t>(config.width)};
+  if (tensor.name == "wte.weight")
+    return {static_cast<size_t>(config.vocab), static_cast<size_t>(config.width)};
   return tensor.shape;
 }
 
@@ -74,7 +77,8 @@ std::string optimizerPath(const std::string& modelPath) {
   return modelPath + ".optim";
 }
 
-Status saveCheckpoint(const std::string& modelPath, const Gpt<float>& model, const AdamW* optimizer) {
+Status saveCheckpoint(const std::string& modelPath, const Gpt<float>& model,
+                      const AdamW* optimizer) {
   const GptConfig& config = model.config();
   std::vector<TensorToWrite> tensors;
   for (const TensorSlice& tensor : model.layout().tensors()) {
@@ -101,12 +105,14 @@ Result<GptConfig> readCheckpointConfig(const std::string& modelPath) {
   return configFromMetadata(contents.metadata, modelPath);
 }
 
-Status loadCheckpoint(const std::string& modelPath, Gpt<float>& model, AdamW* optimizer, bool* loadedOptimizer) {
+Status loadCheckpoint(const std::string& modelPath, Gpt<float>& model, AdamW* optimizer,
+                      bool* loadedOptimizer) {
   const GptConfig& config = model.config();
   CC_ASSIGN_OR_RETURN(SafetensorsContents contents, readSafetensors(modelPath));
   CC_ASSIGN_OR_RETURN(GptConfig fileConfig, configFromMetadata(contents.metadata, modelPath));
   if (!(fileConfig == config)) {
-    return invalidArgument(modelPath + ": written for " + fileConfig.describe() + ", the model is " + config.describe());
+    return invalidArgument(modelPath + ": written for " + fileConfig.describe() +
+                           ", the model is " + config.describe());
   }
   // Names: exactly the layout's, no more, no fewer.
   std::set<std::string> expected;
@@ -117,11 +123,12 @@ Status loadCheckpoint(const std::string& modelPath, Gpt<float>& model, AdamW* op
   std::vector<float> parameters(model.layout().totalSize(), 0.0f);  // padded rows stay 0
   for (const TensorSlice& tensor : model.layout().tensors()) {
     const auto found = contents.tensors.find(tensor.name);
-    if (found == contents.tensors.end()) return invalidArgument(modelPath + ": missing tensor " + tensor.name);
+    if (found == contents.tensors.end())
+      return invalidArgument(modelPath + ": missing tensor " + tensor.name);
     const std::vector<size_t> shape = fileShape(tensor, config);
     if (found->second.shape != shape) {
-      return invalidArgument(modelPath + ": tensor " + tensor.name + " has shape " + shapeText(found->second.shape) +
-                             ", expected " + shapeText(shape));
+      return invalidArgument(modelPath + ": tensor " + tensor.name + " has shape " +
+                             shapeText(found->second.shape) + ", expected " + shapeText(shape));
     }
     std::copy(found->second.data.begin(), found->second.data.end(),
               parameters.begin() + static_cast<std::ptrdiff_t>(tensor.offset));
@@ -134,23 +141,27 @@ Status loadCheckpoint(const std::string& modelPath, Gpt<float>& model, AdamW* op
     const std::string path = optimizerPath(modelPath);
     CC_ASSIGN_OR_RETURN(SafetensorsContents state, readSafetensors(path));
     CC_ASSIGN_OR_RETURN(GptConfig stateConfig, configFromMetadata(state.metadata, path));
-    if (!(stateConfig == config)) return invalidArgument(path + ": written for " + stateConfig.describe());
+    if (!(stateConfig == config))
+      return invalidArgument(path + ": written for " + stateConfig.describe());
     CC_ASSIGN_OR_RETURN(step, metadataInt(state.metadata, "cc.step", path));
     CC_ASSIGN_OR_RETURN(int64_t modelStep, metadataInt(contents.metadata, "cc.step", modelPath));
     if (step != modelStep || step < 0) {
-      return invalidArgument(path + ": step " + std::to_string(step) + " does not match the model file's step " +
-                             std::to_string(modelStep) + " (an interrupted save?)");
+      return invalidArgument(path + ": step " + std::to_string(step) +
+                             " does not match the model file's step " + std::to_string(modelStep) +
+                             " (an interrupted save?)");
     }
     const std::vector<size_t> shape = {model.layout().totalSize()};
     for (const char* name : {"adamw.m", "adamw.v"}) {
       const auto found = state.tensors.find(name);
-      if (found == state.tensors.end()) return invalidArgument(path + ": missing tensor " + std::string(name));
+      if (found == state.tensors.end())
+        return invalidArgument(path + ": missing tensor " + std::string(name));
       if (found->second.shape != shape) {
         return invalidArgument(path + ": tensor " + std::string(name) + " has shape " +
                                shapeText(found->second.shape) + ", expected " + shapeText(shape));
       }
     }
-    if (state.tensors.size() != 2) return invalidArgument(path + ": unexpected tensors beside adamw.m and adamw.v");
+    if (state.tensors.size() != 2)
+      return invalidArgument(path + ": unexpected tensors beside adamw.m and adamw.v");
     m = std::move(state.tensors["adamw.m"].data);
     v = std::move(state.tensors["adamw.v"].data);
     haveOptimizer = true;

@@ -5,13 +5,13 @@
 // before it changes anything, so a bad file leaves the run as it was.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "core/status.h"
 #include "parallel/model/config.h"
 #include "parallel/model/gpt.h"
 #include "parallel/optim/adamw.h"
-
-#include <optional>
-#include <string>
 
 namespace cc::parallel {
 
@@ -19,7 +19,8 @@ namespace cc::parallel {
 std::string optimizerPath(const std::string& modelPath);
 
 // Writes the model file and, when optimizer is given, the optimizer file (each atomic).
-Status saveCheckpoint(const std::string& modelPath, const Gpt<float>& model, const AdamW* optimizer);
+Status saveCheckpoint(const std::string& modelPath, const Gpt<float>& model,
+                      const AdamW* optimizer);
 
 // The model shape a checkpoint was written with (from its metadata).
 Result<GptConfig> readCheckpointConfig(const std::string& modelPath);

@@ -6,13 +6,13 @@
 // file and the tensor.
 #pragma once
 
-#include "core/status.h"
-
 #include <cstdint>
 #include <map>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "core/status.h"
 
 namespace cc::parallel {
 
@@ -42,6 +42,7 @@ Status writeSafetensors(const std::string& path, std::span<const TensorToWrite> 
 Result<SafetensorsContents> readSafetensors(const std::string& path);
 
 // The same checks on bytes already in memory (`source` names them in errors).
-Result<SafetensorsContents> parseSafetensors(std::span<const uint8_t> bytes, const std::string& source);
+Result<SafetensorsContents> parseSafetensors(std::span<const uint8_t> bytes,
+                                             const std::string& source);
 
 }  // namespace cc::parallel

@@ -1,13 +1,13 @@
 #include "parallel/data/batch_source.h"
 
-#include "parallel/data/token_file.h"
-
 #include <algorithm>
+
+#include "parallel/data/token_file.h"
 
 namespace cc::parallel {
 
-Result<std::unique_ptr<TokenFileBatches>> TokenFileBatches::open(const std::string& path, BatchShape shape,
-                                                                 int vocab) {
+Result<std::unique_ptr<TokenFileBatches>> TokenFileBatches::open(const std::string& path,
+                                                                 BatchShape shape, int vocab) {
   CC_ASSIGN_OR_RETURN(std::vector<uint16_t> tokens, readTokenFile(path));
   if (tokens.size() < shape.tokens() + 1) {
     return invalidArgument("token file " + path + ": " + std::to_string(tokens.size()) +
@@ -24,7 +24,8 @@ Result<std::unique_ptr<TokenFileBatches>> TokenFileBatches::open(const std::stri
 TokenFileBatches::TokenFileBatches(std::vector<uint16_t> tokens, BatchShape shape, std::string path)
     : tokens_(std::move(tokens)), shape_(shape), path_(std::move(path)) {}
 
-void TokenFileBatches::fill(int64_t batchIndex, std::span<int32_t> inputs, std::span<int32_t> targets) const {
+void TokenFileBatches::fill(int64_t batchIndex, std::span<int32_t> inputs,
+                            std::span<int32_t> targets) const {
   const size_t span = shape_.tokens();
   // Whole batches that fit in the file; the loader wraps around (an epoch) after them.
   const uint64_t batchesInFile = (tokens_.size() - 1) / span;
@@ -44,7 +45,8 @@ std::string TokenFileBatches::describe() const {
 SyntheticBatches::SyntheticBatches(uint64_t seed, int vocab, BatchShape shape, bool heldOut)
     : language_(seed, vocab), shape_(shape), heldOut_(heldOut) {}
 
-void SyntheticBatches::fill(int64_t batchIndex, std::span<int32_t> inputs, std::span<int32_t> targets) const {
+void SyntheticBatches::fill(int64_t batchIndex, std::span<int32_t> inputs,
+                            std::span<int32_t> targets) const {
   // Held-out rows come from the top half of the row space, training rows never reach it.
   constexpr uint64_t kHeldOutBase = uint64_t{1} << 62;
   const uint64_t global = static_cast<uint64_t>(batchIndex) * static_cast<uint64_t>(shape_.world) +
@@ -52,7 +54,8 @@ void SyntheticBatches::fill(int64_t batchIndex, std::span<int32_t> inputs, std::
   const size_t seq = static_cast<size_t>(shape_.seq);
   std::vector<int32_t> row(seq + 1);
   for (size_t b = 0; b < static_cast<size_t>(shape_.batch); ++b) {
-    const uint64_t rowIndex = (heldOut_ ? kHeldOutBase : 0) + global * static_cast<uint64_t>(shape_.batch) + b;
+    const uint64_t rowIndex =
+        (heldOut_ ? kHeldOutBase : 0) + global * static_cast<uint64_t>(shape_.batch) + b;
     language_.generateRow(rowIndex, row);
     std::copy(row.begin(), row.end() - 1, inputs.begin() + static_cast<std::ptrdiff_t>(b * seq));
     std::copy(row.begin() + 1, row.end(), targets.begin() + static_cast<std::ptrdiff_t>(b * seq));

@@ -4,14 +4,14 @@
 // data-parallel job (global batch = index x world + rank) pick their rows without state.
 #pragma once
 
-#include "core/status.h"
-#include "parallel/data/synthetic.h"
-
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "core/status.h"
+#include "parallel/data/synthetic.h"
 
 namespace cc::parallel {
 
@@ -27,7 +27,8 @@ class BatchSource {
  public:
   virtual ~BatchSource() = default;
   // inputs and targets hold shape.tokens() each.
-  virtual void fill(int64_t batchIndex, std::span<int32_t> inputs, std::span<int32_t> targets) const = 0;
+  virtual void fill(int64_t batchIndex, std::span<int32_t> inputs,
+                    std::span<int32_t> targets) const = 0;
   virtual std::string describe() const = 0;
 };
 
@@ -36,10 +37,12 @@ class BatchSource {
 class TokenFileBatches final : public BatchSource {
  public:
   // Fails when the file holds fewer than B*T+1 tokens or a token >= vocab.
-  static Result<std::unique_ptr<TokenFileBatches>> open(const std::string& path, BatchShape shape, int vocab);
+  static Result<std::unique_ptr<TokenFileBatches>> open(const std::string& path, BatchShape shape,
+                                                        int vocab);
   TokenFileBatches(std::vector<uint16_t> tokens, BatchShape shape, std::string path);
 
-  void fill(int64_t batchIndex, std::span<int32_t> inputs, std::span<int32_t> targets) const override;
+  void fill(int64_t batchIndex, std::span<int32_t> inputs,
+            std::span<int32_t> targets) const override;
   std::string describe() const override;
 
  private:
@@ -54,7 +57,8 @@ class SyntheticBatches final : public BatchSource {
  public:
   SyntheticBatches(uint64_t seed, int vocab, BatchShape shape, bool heldOut = false);
 
-  void fill(int64_t batchIndex, std::span<int32_t> inputs, std::span<int32_t> targets) const override;
+  void fill(int64_t batchIndex, std::span<int32_t> inputs,
+            std::span<int32_t> targets) const override;
   std::string describe() const override;
 
  private:

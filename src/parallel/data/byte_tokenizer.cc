@@ -1,9 +1,9 @@
 #include "parallel/data/byte_tokenizer.h"
 
-#include "parallel/data/token_file.h"
-
 #include <fstream>
 #include <sstream>
+
+#include "parallel/data/token_file.h"
 
 namespace cc::parallel {
 
@@ -17,7 +17,8 @@ Result<std::string> decodeBytes(std::span<const uint16_t> tokens) {
   std::string text(tokens.size(), '\0');
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] >= kByteVocabulary) {
-      return invalidArgument("token " + std::to_string(tokens[i]) + " at " + std::to_string(i) + " is not a byte");
+      return invalidArgument("token " + std::to_string(tokens[i]) + " at " + std::to_string(i) +
+                             " is not a byte");
     }
     text[i] = static_cast<char>(static_cast<unsigned char>(tokens[i]));
   }

@@ -2,13 +2,13 @@
 // token file and back without loss (`cc-train --prepare text.txt out.bin`).
 #pragma once
 
-#include "core/status.h"
-
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "core/status.h"
 
 namespace cc::parallel {
 

@@ -1,8 +1,8 @@
 #include "parallel/data/synthetic.h"
 
-#include "parallel/model/rng.h"
-
 #include <cmath>
+
+#include "parallel/model/rng.h"
 
 namespace cc::parallel {
 namespace {
@@ -16,7 +16,8 @@ constexpr int kCumulative[SyntheticLanguage::kSuccessors] = {55, 80, 95, 100};
 SyntheticLanguage::SyntheticLanguage(uint64_t seed, int vocab)
     : seed_(seed), vocab_(vocab), successors_(static_cast<size_t>(vocab) * kSuccessors) {
   Rng rng(mixSeed(seed, 0x5EED));
-  for (int32_t& successor : successors_) successor = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab)));
+  for (int32_t& successor : successors_)
+    successor = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab)));
 }
 
 void SyntheticLanguage::generateRow(uint64_t rowIndex, std::span<int32_t> tokens) const {

@@ -1,11 +1,11 @@
 #include "parallel/data/token_file.h"
 
-#include "parallel/checkpoint/atomic_file.h"
-
 #include <array>
 #include <bit>
 #include <cstring>
 #include <fstream>
+
+#include "parallel/checkpoint/atomic_file.h"
 
 namespace cc::parallel {
 
@@ -24,19 +24,19 @@ Result<std::vector<uint16_t>> readTokenFile(const std::string& path) {
   }
   file.read(reinterpret_cast<char*>(header.data()), static_cast<std::streamsize>(headerBytes));
   if (header[0] != kTokenFileMagic) {
-    return invalidArgument("token file " + path + ": magic " + std::to_string(header[0]) + ", expected " +
-                           std::to_string(kTokenFileMagic));
+    return invalidArgument("token file " + path + ": magic " + std::to_string(header[0]) +
+                           ", expected " + std::to_string(kTokenFileMagic));
   }
   if (header[1] != kTokenFileVersion) {
-    return invalidArgument("token file " + path + ": version " + std::to_string(header[1]) + ", expected " +
-                           std::to_string(kTokenFileVersion));
+    return invalidArgument("token file " + path + ": version " + std::to_string(header[1]) +
+                           ", expected " + std::to_string(kTokenFileVersion));
   }
   if (header[2] < 0) return invalidArgument("token file " + path + ": negative token count");
   const uint64_t count = static_cast<uint64_t>(header[2]);
   if (fileSize != headerBytes + 2 * count) {
-    return invalidArgument("token file " + path + ": header says " + std::to_string(count) + " tokens (" +
-                           std::to_string(headerBytes + 2 * count) + " bytes) but the file has " +
-                           std::to_string(fileSize) + " bytes");
+    return invalidArgument("token file " + path + ": header says " + std::to_string(count) +
+                           " tokens (" + std::to_string(headerBytes + 2 * count) +
+                           " bytes) but the file has " + std::to_string(fileSize) + " bytes");
   }
   std::vector<uint16_t> tokens(count);
   file.read(reinterpret_cast<char*>(tokens.data()), static_cast<std::streamsize>(2 * count));

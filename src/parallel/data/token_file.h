@@ -2,12 +2,12 @@
 // token count at [2], the rest zero) followed by that many uint16 tokens.
 #pragma once
 
-#include "core/status.h"
-
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "core/status.h"
 
 namespace cc::parallel {
 

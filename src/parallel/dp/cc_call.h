@@ -3,11 +3,11 @@
 // cc said about it (for a dead peer, ccGetLastError names the rank).
 #pragma once
 
-#include "core/status.h"
-
 #include <cc/cc.h>
 
 #include <string>
+
+#include "core/status.h"
 
 namespace cc::parallel {
 
@@ -22,7 +22,8 @@ inline Status ccCall(ccResult_t result, ccComm_t comm, const std::string& what) 
   } else if (!thread.empty() && thread != detail) {
     detail += " (" + thread + ")";
   }
-  return Status(result, what + ": " + ccGetErrorString(result) + (detail.empty() ? "" : ": " + detail));
+  return Status(result,
+                what + ": " + ccGetErrorString(result) + (detail.empty() ? "" : ": " + detail));
 }
 
 }  // namespace cc::parallel

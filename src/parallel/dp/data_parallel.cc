@@ -1,13 +1,13 @@
 #include "parallel/dp/data_parallel.h"
 
-#include "parallel/dp/cc_call.h"
-#include "parallel/optim/grad_norm.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+
+#include "parallel/dp/cc_call.h"
+#include "parallel/optim/grad_norm.h"
 
 namespace cc::parallel {
 namespace {
@@ -20,7 +20,8 @@ constexpr size_t kMaxBucketsInFlight = 2;
 Result<std::unique_ptr<DataParallel>> DataParallel::create(ccComm_t dpComm, Gpt<float>& model,
                                                            const DataParallelOptions& options) {
   if (options.zeroStage < 0 || options.zeroStage > 3) {
-    return invalidArgument("zero stage " + std::to_string(options.zeroStage) + " is not 0, 1, 2 or 3");
+    return invalidArgument("zero stage " + std::to_string(options.zeroStage) +
+                           " is not 0, 1, 2 or 3");
   }
   std::unique_ptr<DataParallel> dp(new DataParallel(dpComm, model, options));
   CC_TRY(ccCall(ccCommCount(dpComm, &dp->world_), dpComm, "dp: ccCommCount"));
@@ -28,7 +29,8 @@ Result<std::unique_ptr<DataParallel>> DataParallel::create(ccComm_t dpComm, Gpt<
   const ParameterLayout& layout = model.layout();
   dp->padded_ = model.paddedParameters().size();
   if (dp->padded_ != paddedBufferSize(layout.totalSize(), dp->world_)) {
-    return invalidArgument("dp: the model's buffer holds " + std::to_string(dp->padded_) + " elements, expected " +
+    return invalidArgument("dp: the model's buffer holds " + std::to_string(dp->padded_) +
+                           " elements, expected " +
                            std::to_string(paddedBufferSize(layout.totalSize(), dp->world_)) +
                            " (the layout padded to the DP world size)");
   }
@@ -37,7 +39,8 @@ Result<std::unique_ptr<DataParallel>> DataParallel::create(ccComm_t dpComm, Gpt<
     // Parameter gathers run during forward and backward, beside the gradient buckets: a
     // communicator and stream of their own. Stages 0-2 gather after the gradients have
     // arrived and share the gradients' (a communicator costs its shared buffers per rank).
-    CC_TRY(ccCall(ccCommSplit(dpComm, 0, dp->rank_, &dp->paramComm_), dpComm, "dp: split the parameter communicator"));
+    CC_TRY(ccCall(ccCommSplit(dpComm, 0, dp->rank_, &dp->paramComm_), dpComm,
+                  "dp: split the parameter communicator"));
     CC_TRY(ccCall(ccStreamCreate(&dp->paramStream_), dpComm, "dp: ccStreamCreate"));
   } else {
     dp->paramComm_ = dpComm;
@@ -47,7 +50,8 @@ Result<std::unique_ptr<DataParallel>> DataParallel::create(ccComm_t dpComm, Gpt<
     std::vector<Segment> units = layerUnits(layout, model.config().layers, dp->padded_, dp->world_);
     dp->segments_.assign(units.rbegin(), units.rend());
   } else {
-    dp->segments_ = gradientBuckets(dp->padded_, std::max<size_t>(1, options.bucketBytes / sizeof(float)), dp->world_);
+    dp->segments_ = gradientBuckets(
+        dp->padded_, std::max<size_t>(1, options.bucketBytes / sizeof(float)), dp->world_);
   }
   dp->pieces_ = shardPieces(dp->segments_, dp->rank_, dp->world_);
   if (options.zeroStage >= 2) dp->gradientShard_.resize(dp->optimizerStateSize());
@@ -55,8 +59,8 @@ Result<std::unique_ptr<DataParallel>> DataParallel::create(ccComm_t dpComm, Gpt<
     std::vector<Segment> units(dp->segments_.rbegin(), dp->segments_.rend());
     std::vector<ShardPiece> unitPieces(dp->pieces_.rbegin(), dp->pieces_.rend());
     dp->parameterShard_.resize(dp->optimizerStateSize());
-    dp->layers_ = std::make_unique<LayerGather>(model, std::move(units), std::move(unitPieces), dp->rank_,
-                                                dp->paramComm_, dp->paramStream_);
+    dp->layers_ = std::make_unique<LayerGather>(model, std::move(units), std::move(unitPieces),
+                                                dp->rank_, dp->paramComm_, dp->paramStream_);
     dp->layers_->setShard(dp->parameterShard_);
     dp->shardParameters();
   }
@@ -87,7 +91,8 @@ Result<DataParallel::Traffic> DataParallel::traffic() const {
     for (int kind = 0; kind < ccNumTrafficKinds; ++kind) {
       if (kind == ccTrafficControl) continue;
       ccTraffic_t counter{};
-      CC_TRY(ccCall(ccCommGetTraffic(comm, static_cast<ccTrafficKind_t>(kind), &counter), comm, "dp: ccCommGetTraffic"));
+      CC_TRY(ccCall(ccCommGetTraffic(comm, static_cast<ccTrafficKind_t>(kind), &counter), comm,
+                    "dp: ccCommGetTraffic"));
       total.sent += counter.bytesSent;
       total.received += counter.bytesReceived;
     }
@@ -104,8 +109,10 @@ MemoryEstimate DataParallel::memoryEstimate() const {
   const double full = 4.0 * static_cast<double>(padded_);
   const double shard = 4.0 * static_cast<double>(padded_ / static_cast<size_t>(world_));
   size_t largestSegment = 0;
-  for (const Segment& segment : segments_) largestSegment = std::max(largestSegment, segment.size());
-  const double inFlight = 2.0 * 4.0 * static_cast<double>(largestSegment);  // produced, not yet reduced
+  for (const Segment& segment : segments_)
+    largestSegment = std::max(largestSegment, segment.size());
+  const double inFlight =
+      2.0 * 4.0 * static_cast<double>(largestSegment);  // produced, not yet reduced
   MemoryEstimate estimate;
   switch (options_.zeroStage) {
     case 0:
@@ -118,8 +125,8 @@ MemoryEstimate DataParallel::memoryEstimate() const {
       estimate = {full, shard + std::min(full, inFlight), 2.0 * shard};
       break;
     default:
-      estimate = {shard + 4.0 * static_cast<double>(layers_->peakResidentElements()), shard + std::min(full, inFlight),
-                  2.0 * shard};
+      estimate = {shard + 4.0 * static_cast<double>(layers_->peakResidentElements()),
+                  shard + std::min(full, inFlight), 2.0 * shard};
   }
   return estimate;
 }
@@ -127,12 +134,15 @@ MemoryEstimate DataParallel::memoryEstimate() const {
 std::string DataParallel::describe() const {
   char text[256];
   size_t largestSegment = 0;
-  for (const Segment& segment : segments_) largestSegment = std::max(largestSegment, segment.size());
+  for (const Segment& segment : segments_)
+    largestSegment = std::max(largestSegment, segment.size());
   const double largest = static_cast<double>(largestSegment) * 4.0 / (1 << 20);
-  std::snprintf(text, sizeof(text), "dp %d, zero %d, %zu %s (largest %.2f MiB), overlap %s, %zu of %zu elements per shard",
-                world_, options_.zeroStage, segments_.size(),
-                options_.zeroStage == 3 ? "layer units" : "gradient buckets", largest, options_.overlap ? "on" : "off",
-                optimizerStateSize(), padded_);
+  std::snprintf(
+      text, sizeof(text),
+      "dp %d, zero %d, %zu %s (largest %.2f MiB), overlap %s, %zu of %zu elements per shard",
+      world_, options_.zeroStage, segments_.size(),
+      options_.zeroStage == 3 ? "layer units" : "gradient buckets", largest,
+      options_.overlap ? "on" : "off", optimizerStateSize(), padded_);
   return text;
 }
 
@@ -144,21 +154,22 @@ Status DataParallel::launch(size_t index) {
   const Segment& segment = segments_[index];
   const ShardPiece& piece = pieces_[index];
   float* g = model_.paddedGradients().data();
-  const std::string what = "dp: gradient " + std::string(options_.zeroStage == 0 ? "all-reduce" : "reduce-scatter") +
-                           " of bucket " + std::to_string(index) + " [" + std::to_string(segment.begin) + ", " +
-                           std::to_string(segment.end) + ")";
+  const std::string what = "dp: gradient " +
+                           std::string(options_.zeroStage == 0 ? "all-reduce" : "reduce-scatter") +
+                           " of bucket " + std::to_string(index) + " [" +
+                           std::to_string(segment.begin) + ", " + std::to_string(segment.end) + ")";
   switch (options_.zeroStage) {
     case 0:
-      return ccCall(ccAllReduce(g + segment.begin, g + segment.begin, segment.size(), ccFloat32, ccAvg, gradComm_,
-                                gradStream_),
+      return ccCall(ccAllReduce(g + segment.begin, g + segment.begin, segment.size(), ccFloat32,
+                                ccAvg, gradComm_, gradStream_),
                     gradComm_, what);
     case 1:
-      return ccCall(ccReduceScatter(g + segment.begin, g + piece.begin, piece.count, ccFloat32, ccAvg, gradComm_,
-                                    gradStream_),
+      return ccCall(ccReduceScatter(g + segment.begin, g + piece.begin, piece.count, ccFloat32,
+                                    ccAvg, gradComm_, gradStream_),
                     gradComm_, what);
     default:
-      return ccCall(ccReduceScatter(g + segment.begin, gradientShard_.data() + piece.stateOffset, piece.count,
-                                    ccFloat32, ccAvg, gradComm_, gradStream_),
+      return ccCall(ccReduceScatter(g + segment.begin, gradientShard_.data() + piece.stateOffset,
+                                    piece.count, ccFloat32, ccAvg, gradComm_, gradStream_),
                     gradComm_, what);
   }
 }
@@ -214,18 +225,20 @@ Status DataParallel::endMicroBatch() {
 Result<double> DataParallel::finishGradients() {
   CC_TRY(error_);
   const auto start = std::chrono::steady_clock::now();
-  CC_TRY(ccCall(ccStreamSynchronize(gradStream_), gradComm_, "dp: waiting for the gradient reductions"));
+  CC_TRY(ccCall(ccStreamSynchronize(gradStream_), gradComm_,
+                "dp: waiting for the gradient reductions"));
   waitSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   releaseCompletedGradients(true);
   if (options_.zeroStage == 0) return globalNorm(model_.gradients());
   double sumOfSquares = 0;
   const float* full = model_.paddedGradients().data();
   for (const ShardPiece& piece : pieces_) {
-    const float* g = options_.zeroStage == 1 ? full + piece.begin : gradientShard_.data() + piece.stateOffset;
+    const float* g =
+        options_.zeroStage == 1 ? full + piece.begin : gradientShard_.data() + piece.stateOffset;
     for (size_t i = 0; i < piece.count; ++i) sumOfSquares += static_cast<double>(g[i]) * g[i];
   }
-  CC_TRY(ccCall(ccAllReduce(&sumOfSquares, &sumOfSquares, 1, ccFloat64, ccSum, gradComm_, nullptr), gradComm_,
-                "dp: all-reduce of the gradient norm"));
+  CC_TRY(ccCall(ccAllReduce(&sumOfSquares, &sumOfSquares, 1, ccFloat64, ccSum, gradComm_, nullptr),
+                gradComm_, "dp: all-reduce of the gradient norm"));
   return std::sqrt(sumOfSquares);
 }
 
@@ -234,8 +247,10 @@ std::vector<AdamWPiece> DataParallel::optimizerPieces() {
   const float* gradients = model_.paddedGradients().data();
   std::vector<AdamWPiece> pieces;
   for (const ShardPiece& piece : pieces_) {
-    float* p = options_.zeroStage == 3 ? parameterShard_.data() + piece.stateOffset : parameters + piece.begin;
-    const float* g = options_.zeroStage == 1 ? gradients + piece.begin : gradientShard_.data() + piece.stateOffset;
+    float* p = options_.zeroStage == 3 ? parameterShard_.data() + piece.stateOffset
+                                       : parameters + piece.begin;
+    const float* g = options_.zeroStage == 1 ? gradients + piece.begin
+                                             : gradientShard_.data() + piece.stateOffset;
     pieces.push_back({p, g, piece.begin, piece.count, piece.stateOffset});
   }
   return pieces;
@@ -253,11 +268,12 @@ Status DataParallel::update(AdamW& optimizer, float lr, float gradientScale) {
   float* p = model_.paddedParameters().data();
   for (size_t index = 0; index < segments_.size(); ++index) {
     const ShardPiece& piece = pieces_[index];
-    CC_TRY(ccCall(ccAllGather(p + piece.begin, p + segments_[index].begin, piece.count, ccFloat32, paramComm_,
-                              paramStream_),
+    CC_TRY(ccCall(ccAllGather(p + piece.begin, p + segments_[index].begin, piece.count, ccFloat32,
+                              paramComm_, paramStream_),
                   paramComm_, "dp: parameter all-gather of bucket " + std::to_string(index)));
   }
-  return ccCall(ccStreamSynchronize(paramStream_), paramComm_, "dp: waiting for the parameter all-gathers");
+  return ccCall(ccStreamSynchronize(paramStream_), paramComm_,
+                "dp: waiting for the parameter all-gathers");
 }
 
 Result<double> DataParallel::average(double value) {
@@ -270,7 +286,8 @@ Status DataParallel::gatherParameters() { return layers_ ? layers_->gatherAll() 
 
 Status DataParallel::releaseParameters() { return layers_ ? layers_->releaseAll() : Status::ok(); }
 
-Status DataParallel::gatherMoments(const AdamW& optimizer, std::vector<float>& m, std::vector<float>& v) {
+Status DataParallel::gatherMoments(const AdamW& optimizer, std::vector<float>& m,
+                                   std::vector<float>& v) {
   const size_t total = model_.layout().totalSize();
   if (options_.zeroStage == 0) {
     m.assign(optimizer.firstMoment().begin(), optimizer.firstMoment().end());
@@ -282,11 +299,11 @@ Status DataParallel::gatherMoments(const AdamW& optimizer, std::vector<float>& m
   for (size_t index = 0; index < segments_.size(); ++index) {
     const ShardPiece& piece = pieces_[index];
     const size_t begin = segments_[index].begin;
-    CC_TRY(ccCall(ccAllGather(optimizer.firstMoment().data() + piece.stateOffset, m.data() + begin, piece.count,
-                              ccFloat32, paramComm_, nullptr),
+    CC_TRY(ccCall(ccAllGather(optimizer.firstMoment().data() + piece.stateOffset, m.data() + begin,
+                              piece.count, ccFloat32, paramComm_, nullptr),
                   paramComm_, "dp: all-gather of Adam's m"));
-    CC_TRY(ccCall(ccAllGather(optimizer.secondMoment().data() + piece.stateOffset, v.data() + begin, piece.count,
-                              ccFloat32, paramComm_, nullptr),
+    CC_TRY(ccCall(ccAllGather(optimizer.secondMoment().data() + piece.stateOffset, v.data() + begin,
+                              piece.count, ccFloat32, paramComm_, nullptr),
                   paramComm_, "dp: all-gather of Adam's v"));
   }
   m.resize(total);
@@ -298,7 +315,8 @@ void DataParallel::shardParameters() {
   if (options_.zeroStage != 3) return;
   const float* p = model_.paddedParameters().data();
   for (const ShardPiece& piece : pieces_) {
-    std::memcpy(parameterShard_.data() + piece.stateOffset, p + piece.begin, piece.count * sizeof(float));
+    std::memcpy(parameterShard_.data() + piece.stateOffset, p + piece.begin,
+                piece.count * sizeof(float));
   }
   model_.releaseParameters(0, padded_);
 }
@@ -314,7 +332,9 @@ std::vector<float> DataParallel::shardOf(std::span<const float> full) const {
   return shard;
 }
 
-Status DataParallel::barrier() { return ccCall(ccBarrier(gradComm_, nullptr), gradComm_, "dp: barrier"); }
+Status DataParallel::barrier() {
+  return ccCall(ccBarrier(gradComm_, nullptr), gradComm_, "dp: barrier");
+}
 
 void DataParallel::beforeBlockForward(int layer) {
   if (layers_ && inMicroBatch_ && error_.isOk()) record(layers_->beforeBlockForward(layer));
@@ -343,7 +363,8 @@ void DataParallel::gradientsFinalFrom(size_t offset) {
   // Stages 2-3 promise that only a few full-size buckets exist at once: when the stream
   // falls behind backward by more than kMaxBucketsInFlight, backward waits for it.
   if (options_.zeroStage >= 2 && launched_ - released_ > kMaxBucketsInFlight) {
-    record(ccCall(ccStreamSynchronize(gradStream_), gradComm_, "dp: waiting for the gradient reductions"));
+    record(ccCall(ccStreamSynchronize(gradStream_), gradComm_,
+                  "dp: waiting for the gradient reductions"));
     if (error_.isOk()) releaseCompletedGradients(true);
   }
 }

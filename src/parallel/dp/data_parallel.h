@@ -20,12 +20,6 @@
 // buckets; stages 0-2 use one of each.
 #pragma once
 
-#include "core/status.h"
-#include "parallel/dp/segments.h"
-#include "parallel/model/gpt.h"
-#include "parallel/optim/adamw.h"
-#include "parallel/zero/layer_gather.h"
-
 #include <cc/cc.h>
 
 #include <memory>
@@ -33,12 +27,18 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
+#include "parallel/dp/segments.h"
+#include "parallel/model/gpt.h"
+#include "parallel/optim/adamw.h"
+#include "parallel/zero/layer_gather.h"
+
 namespace cc::parallel {
 
 struct DataParallelOptions {
-  int zeroStage = 0;                        // 0, 1, 2 or 3
-  size_t bucketBytes = size_t{25} << 20;    // gradient bucket size (stages 0-2)
-  bool overlap = true;                      // reduce while backward runs
+  int zeroStage = 0;                      // 0, 1, 2 or 3
+  size_t bucketBytes = size_t{25} << 20;  // gradient bucket size (stages 0-2)
+  bool overlap = true;                    // reduce while backward runs
 };
 
 // Bytes per rank by ZeRO's accounting (fp32 parameters, gradients, Adam m and v), with
@@ -128,11 +128,11 @@ class DataParallel final : public GptObserver {
   std::vector<float> gradientShard_;   // stages 2-3
   std::vector<float> parameterShard_;  // stage 3
   std::unique_ptr<LayerGather> layers_;
-  size_t launched_ = 0;                // segments queued this step
-  size_t released_ = 0;                // of them, gradients given back (stages 2-3)
-  bool communicates_ = false;          // this micro-batch reduces
+  size_t launched_ = 0;        // segments queued this step
+  size_t released_ = 0;        // of them, gradients given back (stages 2-3)
+  bool communicates_ = false;  // this micro-batch reduces
   bool inMicroBatch_ = false;
-  Status error_;                       // first failure inside a hook
+  Status error_;  // first failure inside a hook
   double waitSeconds_ = 0;
 };
 

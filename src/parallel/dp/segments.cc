@@ -21,11 +21,13 @@ std::vector<Segment> gradientBuckets(size_t paddedSize, size_t bucketElements, i
   return buckets;
 }
 
-std::vector<Segment> layerUnits(const ParameterLayout& layout, int layers, size_t paddedSize, int world) {
+std::vector<Segment> layerUnits(const ParameterLayout& layout, int layers, size_t paddedSize,
+                                int world) {
   const size_t n = static_cast<size_t>(world);
   auto roundDown = [n](size_t offset) { return offset / n * n; };
   std::vector<size_t> starts = {0};
-  for (int layer = 0; layer < layers; ++layer) starts.push_back(roundDown(layout.blockBegin(layer)));
+  for (int layer = 0; layer < layers; ++layer)
+    starts.push_back(roundDown(layout.blockBegin(layer)));
   starts.push_back(roundDown(layout.lnfWeight()));
   starts.push_back(paddedSize);
   std::vector<Segment> units;

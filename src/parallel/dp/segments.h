@@ -10,10 +10,10 @@
 //   next unit, which is why a block needs its own unit and the one after it).
 #pragma once
 
-#include "parallel/model/parameter_layout.h"
-
 #include <cstddef>
 #include <vector>
+
+#include "parallel/model/parameter_layout.h"
 
 namespace cc::parallel {
 
@@ -39,7 +39,8 @@ size_t paddedBufferSize(size_t layoutSize, int world);
 std::vector<Segment> gradientBuckets(size_t paddedSize, size_t bucketElements, int world);
 
 // Units ascending: [0] embeddings, [1 + l] block l, [layers + 1] ln_f up to paddedSize.
-std::vector<Segment> layerUnits(const ParameterLayout& layout, int layers, size_t paddedSize, int world);
+std::vector<Segment> layerUnits(const ParameterLayout& layout, int layers, size_t paddedSize,
+                                int world);
 
 // Rank's piece of each segment, in the segments' order, packed from state offset 0.
 std::vector<ShardPiece> shardPieces(const std::vector<Segment>& segments, int rank, int world);

@@ -1,22 +1,24 @@
 #include "parallel/mesh/mesh.h"
 
-#include "parallel/dp/cc_call.h"
-
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
+#include "parallel/dp/cc_call.h"
+
 namespace cc::parallel {
 
 Status validateMeshShape(const MeshShape& shape, int worldSize, const GptConfig& model) {
-  const std::string text = "mesh dp " + std::to_string(shape.dp) + " x pp " + std::to_string(shape.pp) +
-                           " x tp " + std::to_string(shape.tp);
-  if (shape.dp < 1 || shape.pp < 1 || shape.tp < 1) return invalidArgument(text + ": every dimension must be >= 1");
+  const std::string text = "mesh dp " + std::to_string(shape.dp) + " x pp " +
+                           std::to_string(shape.pp) + " x tp " + std::to_string(shape.tp);
+  if (shape.dp < 1 || shape.pp < 1 || shape.tp < 1)
+    return invalidArgument(text + ": every dimension must be >= 1");
   if (shape.size() != worldSize) {
-    return invalidArgument(text + " = " + std::to_string(shape.size()) + " ranks, but the job has " +
-                           std::to_string(worldSize) + " (the product must equal the world size)");
+    return invalidArgument(text + " = " + std::to_string(shape.size()) +
+                           " ranks, but the job has " + std::to_string(worldSize) +
+                           " (the product must equal the world size)");
   }
   if (model.layers % shape.pp != 0) {
     return invalidArgument(text + ": pp " + std::to_string(shape.pp) + " does not divide the " +
@@ -29,7 +31,8 @@ Status validateMeshShape(const MeshShape& shape, int worldSize, const GptConfig&
   return Status::ok();
 }
 
-Result<std::unique_ptr<Mesh>> Mesh::create(ccComm_t world, const MeshShape& shape, const GptConfig& model) {
+Result<std::unique_ptr<Mesh>> Mesh::create(ccComm_t world, const MeshShape& shape,
+                                           const GptConfig& model) {
   int worldSize = 0, worldRank = 0;
   CC_TRY(ccCall(ccCommCount(world, &worldSize), world, "mesh: ccCommCount"));
   CC_TRY(ccCall(ccCommUserRank(world, &worldRank), world, "mesh: ccCommUserRank"));
@@ -43,9 +46,12 @@ Result<std::unique_ptr<Mesh>> Mesh::create(ccComm_t world, const MeshShape& shap
   at.pp = worldRank / shape.tp % shape.pp;
   at.dp = worldRank / (shape.tp * shape.pp);
   // Same colour = same coordinates on the other two axes; the key orders by this axis.
-  CC_TRY(ccCall(ccCommSplit(world, at.pp * shape.tp + at.tp, at.dp, &mesh->dp_), world, "mesh: split dp"));
-  CC_TRY(ccCall(ccCommSplit(world, at.dp * shape.tp + at.tp, at.pp, &mesh->pp_), world, "mesh: split pp"));
-  CC_TRY(ccCall(ccCommSplit(world, at.dp * shape.pp + at.pp, at.tp, &mesh->tp_), world, "mesh: split tp"));
+  CC_TRY(ccCall(ccCommSplit(world, at.pp * shape.tp + at.tp, at.dp, &mesh->dp_), world,
+                "mesh: split dp"));
+  CC_TRY(ccCall(ccCommSplit(world, at.dp * shape.tp + at.tp, at.pp, &mesh->pp_), world,
+                "mesh: split pp"));
+  CC_TRY(ccCall(ccCommSplit(world, at.dp * shape.pp + at.pp, at.tp, &mesh->tp_), world,
+                "mesh: split tp"));
   return mesh;
 }
 
@@ -66,13 +72,14 @@ Result<std::string> Mesh::placementTable() const {
   std::vector<Entry> all(static_cast<size_t>(shape_.size()));
   CC_TRY(ccCall(ccAllGather(&mine, all.data(), sizeof(Entry), ccUint8, world_, nullptr), world_,
                 "mesh: all-gather of the placement"));
-  std::string table = "mesh: dp " + std::to_string(shape_.dp) + " x pp " + std::to_string(shape_.pp) + " x tp " +
-                      std::to_string(shape_.tp) + " (tp fastest)\n";
+  std::string table = "mesh: dp " + std::to_string(shape_.dp) + " x pp " +
+                      std::to_string(shape_.pp) + " x tp " + std::to_string(shape_.tp) +
+                      " (tp fastest)\n";
   for (size_t rank = 0; rank < all.size(); ++rank) {
     char line[160];
     std::snprintf(line, sizeof(line), "  rank %zu: dp %d pp %d tp %d  host %s pid %d\n", rank,
-                  all[rank].coordinates[0], all[rank].coordinates[1], all[rank].coordinates[2], all[rank].host,
-                  all[rank].pid);
+                  all[rank].coordinates[0], all[rank].coordinates[1], all[rank].coordinates[2],
+                  all[rank].host, all[rank].pid);
     table += line;
   }
   return table;

@@ -5,13 +5,13 @@
 // final ones.
 #pragma once
 
-#include "core/status.h"
-#include "parallel/model/config.h"
-
 #include <cc/cc.h>
 
 #include <memory>
 #include <string>
+
+#include "core/status.h"
+#include "parallel/model/config.h"
 
 namespace cc::parallel {
 
@@ -33,7 +33,8 @@ Status validateMeshShape(const MeshShape& shape, int worldSize, const GptConfig&
 class Mesh {
  public:
   // Collective over `world` (which the caller keeps owning). Validates first.
-  static Result<std::unique_ptr<Mesh>> create(ccComm_t world, const MeshShape& shape, const GptConfig& model);
+  static Result<std::unique_ptr<Mesh>> create(ccComm_t world, const MeshShape& shape,
+                                              const GptConfig& model);
   ~Mesh();
   Mesh(const Mesh&) = delete;
   Mesh& operator=(const Mesh&) = delete;

@@ -71,7 +71,13 @@ void carve(const GptConfig& config, int maxBatch, Take take, ActivationArena<T>*
 template <typename T>
 size_t ActivationArena<T>::elementCount(const GptConfig& config, int maxBatch) {
   size_t total = 0;
-  carve<T>(config, maxBatch, [&total](size_t count) -> T* { total += count; return nullptr; }, nullptr);
+  carve<T>(
+      config, maxBatch,
+      [&total](size_t count) -> T* {
+        total += count;
+        return nullptr;
+      },
+      nullptr);
   return total;
 }
 
@@ -79,13 +85,14 @@ template <typename T>
 ActivationArena<T>::ActivationArena(const GptConfig& config, int maxBatch)
     : storage_(elementCount(config, maxBatch)) {
   size_t used = 0;
-  carve<T>(config, maxBatch,
-           [this, &used](size_t count) -> T* {
-             T* begin = storage_.data() + used;
-             used += count;
-             return begin;
-           },
-           this);
+  carve<T>(
+      config, maxBatch,
+      [this, &used](size_t count) -> T* {
+        T* begin = storage_.data() + used;
+        used += count;
+        return begin;
+      },
+      this);
 }
 
 template class ActivationArena<float>;

@@ -6,13 +6,19 @@ Status GptConfig::validate() const {
   // Bounds keep every buffer size well inside size_t and the token ids inside uint16
   // (the llm.c .bin format stores tokens as uint16).
   auto inRange = [](int value, int low, int high) { return value >= low && value <= high; };
-  if (!inRange(vocab, 2, 65536)) return invalidArgument("vocab " + std::to_string(vocab) + " not in [2, 65536]");
-  if (!inRange(seq, 1, 65536)) return invalidArgument("seq " + std::to_string(seq) + " not in [1, 65536]");
-  if (!inRange(layers, 1, 1024)) return invalidArgument("layers " + std::to_string(layers) + " not in [1, 1024]");
-  if (!inRange(heads, 1, 1024)) return invalidArgument("heads " + std::to_string(heads) + " not in [1, 1024]");
-  if (!inRange(width, 1, 65536)) return invalidArgument("width " + std::to_string(width) + " not in [1, 65536]");
+  if (!inRange(vocab, 2, 65536))
+    return invalidArgument("vocab " + std::to_string(vocab) + " not in [2, 65536]");
+  if (!inRange(seq, 1, 65536))
+    return invalidArgument("seq " + std::to_string(seq) + " not in [1, 65536]");
+  if (!inRange(layers, 1, 1024))
+    return invalidArgument("layers " + std::to_string(layers) + " not in [1, 1024]");
+  if (!inRange(heads, 1, 1024))
+    return invalidArgument("heads " + std::to_string(heads) + " not in [1, 1024]");
+  if (!inRange(width, 1, 65536))
+    return invalidArgument("width " + std::to_string(width) + " not in [1, 65536]");
   if (!inRange(vocabMultiple, 1, 65536)) {
-    return invalidArgument("vocab multiple " + std::to_string(vocabMultiple) + " not in [1, 65536]");
+    return invalidArgument("vocab multiple " + std::to_string(vocabMultiple) +
+                           " not in [1, 65536]");
   }
   if (width % heads != 0) {
     return invalidArgument("width " + std::to_string(width) + " is not a multiple of heads " +
@@ -22,9 +28,9 @@ Status GptConfig::validate() const {
 }
 
 std::string GptConfig::describe() const {
-  return "L=" + std::to_string(layers) + " H=" + std::to_string(heads) + " C=" + std::to_string(width) +
-         " T=" + std::to_string(seq) + " V=" + std::to_string(vocab) + " (padded " +
-         std::to_string(paddedVocab()) + ")";
+  return "L=" + std::to_string(layers) + " H=" + std::to_string(heads) +
+         " C=" + std::to_string(width) + " T=" + std::to_string(seq) +
+         " V=" + std::to_string(vocab) + " (padded " + std::to_string(paddedVocab()) + ")";
 }
 
 bool operator==(const GptConfig& a, const GptConfig& b) {

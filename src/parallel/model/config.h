@@ -2,19 +2,19 @@
 // the activation arena, the checkpoint's tensor shapes) is derived from these numbers.
 #pragma once
 
-#include "core/status.h"
-
 #include <cstddef>
 #include <string>
+
+#include "core/status.h"
 
 namespace cc::parallel {
 
 struct GptConfig {
-  int vocab = 256;       // V: tokens the data can contain
-  int seq = 128;         // T: context length (also the number of position embeddings)
-  int layers = 4;        // L
-  int heads = 4;         // H
-  int width = 256;       // C: must be a multiple of H
+  int vocab = 256;  // V: tokens the data can contain
+  int seq = 128;    // T: context length (also the number of position embeddings)
+  int layers = 4;   // L
+  int heads = 4;    // H
+  int width = 256;  // C: must be a multiple of H
   // The token embedding (and LM head) is padded to a multiple of this, so that a
   // vocab-sharded head splits evenly; the padded logits never enter the loss.
   int vocabMultiple = 64;

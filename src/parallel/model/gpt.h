@@ -11,14 +11,14 @@
 // gradient bucket's reduction while backward goes on.
 #pragma once
 
+#include <cstdint>
+#include <span>
+#include <vector>
+
 #include "parallel/model/activations.h"
 #include "parallel/model/config.h"
 #include "parallel/model/page_buffer.h"
 #include "parallel/model/parameter_layout.h"
-
-#include <cstdint>
-#include <span>
-#include <vector>
 
 namespace cc::parallel {
 
@@ -57,8 +57,12 @@ class Gpt {
   std::span<T> paddedParameters() { return parameters_; }
   std::span<T> paddedGradients() { return gradients_; }
   // Elements [begin, end) read as zero afterwards and their whole pages leave memory.
-  void releaseParameters(size_t begin, size_t end) { parameterPages_.release(begin * sizeof(T), end * sizeof(T)); }
-  void releaseGradients(size_t begin, size_t end) { gradientPages_.release(begin * sizeof(T), end * sizeof(T)); }
+  void releaseParameters(size_t begin, size_t end) {
+    parameterPages_.release(begin * sizeof(T), end * sizeof(T));
+  }
+  void releaseGradients(size_t begin, size_t end) {
+    gradientPages_.release(begin * sizeof(T), end * sizeof(T));
+  }
 
   // nullptr (the default) for none; the observer must outlive its use.
   void setObserver(GptObserver* observer) { observer_ = observer; }

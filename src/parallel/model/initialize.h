@@ -4,15 +4,15 @@
 // (seed, tensor index), so the values do not depend on how many tensors came before.
 #pragma once
 
-#include "parallel/model/config.h"
-#include "parallel/model/parameter_layout.h"
-
 #include <cstdint>
 #include <span>
 
+#include "parallel/model/config.h"
+#include "parallel/model/parameter_layout.h"
+
 namespace cc::parallel {
 
-void initializeParameters(std::span<float> parameters, const GptConfig& config, const ParameterLayout& layout,
-                          uint64_t seed);
+void initializeParameters(std::span<float> parameters, const GptConfig& config,
+                          const ParameterLayout& layout, uint64_t seed);
 
 }  // namespace cc::parallel

@@ -5,20 +5,20 @@
 // [in, out]), except that wte carries the padded vocabulary rows.
 #pragma once
 
-#include "parallel/model/config.h"
-
 #include <cstddef>
 #include <string>
 #include <vector>
 
+#include "parallel/model/config.h"
+
 namespace cc::parallel {
 
 struct TensorSlice {
-  std::string name;            // GPT-2's name: "h.3.attn.c_attn.weight"
-  std::vector<size_t> shape;   // as stored in the buffer
-  size_t offset = 0;           // in elements from the start of the buffer
-  size_t size = 0;             // elements
-  bool decays = false;         // AdamW weight decay applies (matrices and embeddings)
+  std::string name;           // GPT-2's name: "h.3.attn.c_attn.weight"
+  std::vector<size_t> shape;  // as stored in the buffer
+  size_t offset = 0;          // in elements from the start of the buffer
+  size_t size = 0;            // elements
+  bool decays = false;        // AdamW weight decay applies (matrices and embeddings)
 };
 
 // Offsets of one block's tensors, relative to the start of the whole buffer.

@@ -4,11 +4,11 @@
 // in the parameters' layout, so ZeRO can shard it by the same slices.
 #pragma once
 
-#include "parallel/model/parameter_layout.h"
-
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "parallel/model/parameter_layout.h"
 
 namespace cc::parallel {
 
@@ -38,8 +38,8 @@ class AdamW {
 
   // One step at learning rate lr; each gradient is multiplied by gradientScale first
   // (clipping and micro-batch averaging fold into it). Advances step().
-  void update(std::span<float> parameters, std::span<const float> gradients, const ParameterLayout& layout,
-              float lr, float gradientScale);
+  void update(std::span<float> parameters, std::span<const float> gradients,
+              const ParameterLayout& layout, float lr, float gradientScale);
 
   // The same step over pieces only (elements past the layout, ZeRO's padding, never
   // decay). Element by element the arithmetic is update()'s, so a sharded step changes

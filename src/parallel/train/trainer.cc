@@ -1,12 +1,12 @@
 #include "parallel/train/trainer.h"
 
-#include "parallel/checkpoint/checkpoint.h"
-#include "parallel/model/initialize.h"
-#include "parallel/optim/grad_norm.h"
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+
+#include "parallel/checkpoint/checkpoint.h"
+#include "parallel/model/initialize.h"
+#include "parallel/optim/grad_norm.h"
 
 namespace cc::parallel {
 namespace {
@@ -24,7 +24,9 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
       source_(std::move(source)),
       world_(worldOf(dpComm)),
       model_(options.model, options.batch,
-             dpComm != nullptr ? paddedBufferSize(ParameterLayout(options.model).totalSize(), world_) : 0),
+             dpComm != nullptr
+                 ? paddedBufferSize(ParameterLayout(options.model).totalSize(), world_)
+                 : 0),
       dataParallel_([&]() -> std::unique_ptr<DataParallel> {
         // Every rank initialises the whole model from the seed (the same bits), then
         // ZeRO-3 keeps only its shard.
@@ -37,7 +39,8 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
         }
         return std::move(created).value();
       }()),
-      optimizer_(dataParallel_ ? dataParallel_->optimizerStateSize() : model_.layout().totalSize(), options.adamw),
+      optimizer_(dataParallel_ ? dataParallel_->optimizerStateSize() : model_.layout().totalSize(),
+                 options.adamw),
       schedule_{options.lr, options.warmup, options.steps},
       inputs_(static_cast<size_t>(options.batch) * static_cast<size_t>(options.model.seq)),
       targets_(inputs_.size()) {}
@@ -155,7 +158,9 @@ Status Trainer::load(const std::string& path) {
   bool loadedOptimizer = false;
   CC_TRY(loadCheckpoint(path, model_, &full, &loadedOptimizer));
   dp.shardParameters();
-  if (loadedOptimizer) optimizer_.restore(dp.shardOf(full.firstMoment()), dp.shardOf(full.secondMoment()), full.step());
+  if (loadedOptimizer)
+    optimizer_.restore(dp.shardOf(full.firstMoment()), dp.shardOf(full.secondMoment()),
+                       full.step());
   return Status::ok();
 }
 

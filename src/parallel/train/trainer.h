@@ -11,6 +11,11 @@
 // run with N x B sequences, to fp32 rounding. Checkpoints keep the one-process layout.
 #pragma once
 
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "core/status.h"
 #include "parallel/data/batch_source.h"
 #include "parallel/dp/data_parallel.h"
@@ -18,31 +23,26 @@
 #include "parallel/optim/adamw.h"
 #include "parallel/optim/lr_schedule.h"
 
-#include <cstdint>
-#include <memory>
-#include <string>
-#include <vector>
-
 namespace cc::parallel {
 
 struct TrainOptions {
   GptConfig model;
-  int batch = 8;           // B, sequences per micro-batch
-  int gradAccum = 1;       // micro-batches per optimizer step
-  int64_t steps = 200;     // length of the schedule
+  int batch = 8;        // B, sequences per micro-batch
+  int gradAccum = 1;    // micro-batches per optimizer step
+  int64_t steps = 200;  // length of the schedule
   float lr = 3e-3f;
   int64_t warmup = 20;
-  float clip = 1.0f;       // global-norm clipping; <= 0 turns it off
+  float clip = 1.0f;  // global-norm clipping; <= 0 turns it off
   AdamWOptions adamw;
   uint64_t seed = 1337;
   DataParallelOptions parallel;  // used when the trainer is given a DP communicator
 };
 
 struct StepResult {
-  int64_t step = 0;       // the step just completed, from 1
-  double loss = 0;        // mean over its micro-batches
+  int64_t step = 0;  // the step just completed, from 1
+  double loss = 0;   // mean over its micro-batches
   float lr = 0;
-  double gradNorm = 0;    // before clipping
+  double gradNorm = 0;  // before clipping
   double seconds = 0;
   double gradientWaitSeconds = 0;  // DP: waiting for gradient reductions at the step
 };
@@ -51,7 +51,8 @@ class Trainer {
  public:
   // dpComm: none for one process; else the DP communicator (collective construction;
   // check status()). The source must already read this rank's slice.
-  Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> source, ccComm_t dpComm = nullptr);
+  Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> source,
+          ccComm_t dpComm = nullptr);
   ~Trainer();
 
   // Whether setting up data parallelism worked (always ok on one process).

@@ -1,14 +1,14 @@
 #include "parallel/zero/layer_gather.h"
 
-#include "parallel/dp/cc_call.h"
-
 #include <algorithm>
 #include <cstring>
 
+#include "parallel/dp/cc_call.h"
+
 namespace cc::parallel {
 
-LayerGather::LayerGather(Gpt<float>& model, std::vector<Segment> units, std::vector<ShardPiece> pieces, int rank,
-                         ccComm_t comm, ccStream_t stream)
+LayerGather::LayerGather(Gpt<float>& model, std::vector<Segment> units,
+                         std::vector<ShardPiece> pieces, int rank, ccComm_t comm, ccStream_t stream)
     : model_(model),
       units_(std::move(units)),
       pieces_(std::move(pieces)),
@@ -27,8 +27,9 @@ Status LayerGather::gather(size_t unit) {
   std::memcpy(full + piece.begin, shard_.data() + piece.stateOffset, piece.count * sizeof(float));
   (void)rank_;
   states_[unit] = State::kInFlight;
-  return ccCall(ccAllGather(full + piece.begin, full + segment.begin, piece.count, ccFloat32, comm_, stream_), comm_,
-                "zero-3: all-gather of layer unit " + std::to_string(unit));
+  return ccCall(
+      ccAllGather(full + piece.begin, full + segment.begin, piece.count, ccFloat32, comm_, stream_),
+      comm_, "zero-3: all-gather of layer unit " + std::to_string(unit));
 }
 
 Status LayerGather::waitInFlight() {
@@ -105,7 +106,8 @@ Status LayerGather::gatherAll() {
 size_t LayerGather::peakResidentElements() const {
   // Embeddings, ln_f, and at most three blocks (this one, the one after, the prefetch).
   size_t largestBlock = 0;
-  for (size_t unit = 1; unit < lastUnit(); ++unit) largestBlock = std::max(largestBlock, units_[unit].size());
+  for (size_t unit = 1; unit < lastUnit(); ++unit)
+    largestBlock = std::max(largestBlock, units_[unit].size());
   return units_[0].size() + units_[lastUnit()].size() + 3 * largestBlock;
 }
 

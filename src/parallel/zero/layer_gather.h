@@ -9,14 +9,14 @@
 // down to a multiple of N), so "block l is ready" means both are gathered.
 #pragma once
 
-#include "core/status.h"
-#include "parallel/dp/segments.h"
-#include "parallel/model/gpt.h"
-
 #include <cc/cc.h>
 
 #include <span>
 #include <vector>
+
+#include "core/status.h"
+#include "parallel/dp/segments.h"
+#include "parallel/model/gpt.h"
 
 namespace cc::parallel {
 
@@ -24,8 +24,8 @@ class LayerGather {
  public:
   // units ascending (layerUnits); pieces[u] is this rank's piece of units[u], whose
   // values live at shard[pieces[u].stateOffset].
-  LayerGather(Gpt<float>& model, std::vector<Segment> units, std::vector<ShardPiece> pieces, int rank,
-              ccComm_t comm, ccStream_t stream);
+  LayerGather(Gpt<float>& model, std::vector<Segment> units, std::vector<ShardPiece> pieces,
+              int rank, ccComm_t comm, ccStream_t stream);
 
   void setShard(std::span<const float> shard) { shard_ = shard; }
 

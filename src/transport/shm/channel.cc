@@ -47,7 +47,8 @@ RingControl& control(std::byte* ring) { return *reinterpret_cast<RingControl*>(r
 
 SlotHeader& slotHeader(std::byte* ring, const RingGeometry& geometry, uint32_t index) {
   size_t stride = sizeof(SlotHeader) + geometry.slotBytes;
-  return *reinterpret_cast<SlotHeader*>(ring + sizeof(RingControl) + (index % geometry.slots) * stride);
+  return *reinterpret_cast<SlotHeader*>(ring + sizeof(RingControl) +
+                                        (index % geometry.slots) * stride);
 }
 
 std::byte* slotPayload(SlotHeader& slot) {
@@ -79,12 +80,14 @@ Result<PairMemory> PairMemory::attach(FileDescriptor fd, const RingGeometry& geo
   struct stat info {};
   if (fstat(fd.get(), &info) != 0) return systemError("fstat(shm pair)", errno);
   int seals = fcntl(fd.get(), F_GET_SEALS);
-  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) return remoteError("shm pair memory is not sealed against shrinking");
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0)
+    return remoteError("shm pair memory is not sealed against shrinking");
   if (static_cast<size_t>(info.st_size) != geometry.pairBytes()) {
     return remoteError("shm pair memory is " + std::to_string(info.st_size) + " bytes, expected " +
                        std::to_string(geometry.pairBytes()));
   }
-  void* address = mmap(nullptr, geometry.pairBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  void* address =
+      mmap(nullptr, geometry.pairBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (address == MAP_FAILED) return systemError("mmap(shm pair)", errno);
   PairMemory memory;
   memory.fd_ = std::move(fd);
@@ -158,7 +161,8 @@ Result<Progress> ShmChannel::progressSend(Transfer& transfer) {
       return Progress::kMoved;
     }
   }
-  if (transfer.started && transfer.progressed == transfer.bytes && !byAddress) return Progress::kDone;
+  if (transfer.started && transfer.progressed == transfer.bytes && !byAddress)
+    return Progress::kDone;
   return moved ? Progress::kMoved : Progress::kIdle;
 }
 
@@ -168,7 +172,8 @@ Result<Progress> ShmChannel::receiveByAddress(Transfer& transfer, uint64_t sourc
   iovec remote{reinterpret_cast<void*>(sourceAddress + transfer.progressed), piece};
   ssize_t n = process_vm_readv(peerPid_, &local, 1, &remote, 1, 0);
   if (n < 0) {
-    if (errno == ESRCH) return remoteError("rank " + std::to_string(peer()) + " exited during a transfer");
+    if (errno == ESRCH)
+      return remoteError("rank " + std::to_string(peer()) + " exited during a transfer");
     return systemError("process_vm_readv from rank " + std::to_string(peer()), errno);
   }
   transfer.progressed += static_cast<size_t>(n);
@@ -181,7 +186,8 @@ Result<Progress> ShmChannel::progressRecv(Transfer& transfer) {
   bool moved = false;
   while (!transfer.started || transfer.progressed < transfer.bytes) {
     SlotHeader& slot = slotHeader(recvRing_, geometry_, recvTail_);
-    if (slot.published.load(std::memory_order_seq_cst) != recvTail_ + 1) break;  // not published yet
+    if (slot.published.load(std::memory_order_seq_cst) != recvTail_ + 1)
+      break;  // not published yet
     // The slot is written by another process: read each field exactly once (volatile)
     // and check the copies, so that what is checked is what is used.
     const volatile SlotHeader& shared = slot;
@@ -191,16 +197,19 @@ Result<Progress> ShmChannel::progressRecv(Transfer& transfer) {
     const uint64_t payloadBytes = shared.payloadBytes;
     const uint64_t sourceAddress = shared.sourceAddress;
     if (messageBytes != transfer.bytes) {
-      return invalidUsage("message size mismatch: this rank receives " + std::to_string(transfer.bytes) +
-                          " bytes from rank " + std::to_string(peer()) + ", which sent " + std::to_string(messageBytes));
+      return invalidUsage("message size mismatch: this rank receives " +
+                          std::to_string(transfer.bytes) + " bytes from rank " +
+                          std::to_string(peer()) + ", which sent " + std::to_string(messageBytes));
     }
     if (mode == kInline) {
       if (offset != transfer.progressed || payloadBytes > geometry_.slotBytes ||
           payloadBytes > transfer.bytes - transfer.progressed) {
-        return remoteError("shm ring from rank " + std::to_string(peer()) + " is corrupt (offset or length)");
+        return remoteError("shm ring from rank " + std::to_string(peer()) +
+                           " is corrupt (offset or length)");
       }
-      const std::byte* source = payloadBytes <= kInlineBytes ? slot.inlineData
-                                                             : reinterpret_cast<std::byte*>(&slot) + sizeof(SlotHeader);
+      const std::byte* source = payloadBytes <= kInlineBytes
+                                    ? slot.inlineData
+                                    : reinterpret_cast<std::byte*>(&slot) + sizeof(SlotHeader);
       if (payloadBytes > 0) std::memcpy(transfer.data + transfer.progressed, source, payloadBytes);
       transfer.progressed += payloadBytes;
       transfer.started = true;
@@ -224,11 +233,13 @@ Status ShmChannel::checkPeer() {
   pollfd entry{control_.get(), POLLIN | POLLRDHUP, 0};
   if (::poll(&entry, 1, 0) <= 0) return Status::ok();
   if ((entry.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0) {
-    return remoteError("rank " + std::to_string(peer()) + " (shm) is gone: its process exited or closed the communicator");
+    return remoteError("rank " + std::to_string(peer()) +
+                       " (shm) is gone: its process exited or closed the communicator");
   }
   char byte = 0;
   if (::recv(control_.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
-    return remoteError("rank " + std::to_string(peer()) + " (shm) is gone: its process exited or closed the communicator");
+    return remoteError("rank " + std::to_string(peer()) +
+                       " (shm) is gone: its process exited or closed the communicator");
   }
   return Status::ok();
 }

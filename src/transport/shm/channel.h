@@ -56,10 +56,10 @@ struct ShmChannelParts {
   pid_t peerPid = 0;
   bool isConnector = false;  // the connector sends on ring 0, the acceptor on ring 1
   RingGeometry geometry;
-  PairMemory* memory = nullptr;  // moved into the channel
+  PairMemory* memory = nullptr;      // moved into the channel
   Doorbell* peerDoorbell = nullptr;  // moved into the channel
-  FileDescriptor control;  // the Unix socket to the peer
-  bool peerReadsFromMe = false;  // I may send large messages by address (CMA)
+  FileDescriptor control;            // the Unix socket to the peer
+  bool peerReadsFromMe = false;      // I may send large messages by address (CMA)
   size_t cmaThreshold = 0;
 };
 

@@ -43,18 +43,21 @@ uint32_t prepareToSleep(DoorbellWord& bell) {
 void cancelSleep(DoorbellWord& bell) { bell.sleepers.fetch_sub(1, std::memory_order_seq_cst); }
 
 void sleep(DoorbellWord& bell, uint32_t observed, int64_t timeoutMicros) {
-  timespec timeout{static_cast<time_t>(timeoutMicros / 1000000), static_cast<long>((timeoutMicros % 1000000) * 1000)};
+  timespec timeout{static_cast<time_t>(timeoutMicros / 1000000),
+                   static_cast<long>((timeoutMicros % 1000000) * 1000)};
   futex(&bell.sequence, FUTEX_WAIT, observed, &timeout);
   bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 Result<Doorbell> Doorbell::create(size_t extraBytes) {
   if (extraBytes > kMaxExtraBytes || extraBytes % kPageBytes != 0) {
-    return invalidArgument("shared region of " + std::to_string(extraBytes) + " bytes: not a multiple of a page up to 4 GiB");
+    return invalidArgument("shared region of " + std::to_string(extraBytes) +
+                           " bytes: not a multiple of a page up to 4 GiB");
   }
   FileDescriptor fd(memfd_create("cc-doorbell", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) return systemError("memfd_create(doorbell)", errno);
-  if (ftruncate(fd.get(), static_cast<off_t>(kHeaderBytes + extraBytes)) != 0) return systemError("ftruncate(doorbell)", errno);
+  if (ftruncate(fd.get(), static_cast<off_t>(kHeaderBytes + extraBytes)) != 0)
+    return systemError("ftruncate(doorbell)", errno);
   if (fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     return systemError("fcntl(F_ADD_SEALS)", errno);
   }
@@ -72,8 +75,10 @@ Result<Doorbell> Doorbell::attach(FileDescriptor fd, bool populate) {
     return remoteError("peer's shared region has a bad size (" + std::to_string(size) + " bytes)");
   }
   int seals = fcntl(fd.get(), F_GET_SEALS);
-  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) return remoteError("doorbell memory is not sealed against shrinking");
-  void* address = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd.get(), 0);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0)
+    return remoteError("doorbell memory is not sealed against shrinking");
+  void* address = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | (populate ? MAP_POPULATE : 0), fd.get(), 0);
   if (address == MAP_FAILED) return systemError("mmap(doorbell)", errno);
   Doorbell bell;
   bell.fd_ = std::move(fd);

@@ -29,7 +29,8 @@ std::pair<size_t, size_t> TcpChannel::partRange(size_t bytes, size_t parts, size
 
 void TcpChannel::begin(Direction& direction, const Transfer& transfer) {
   direction.headerDone = 0;
-  direction.parts = (transfer.bytes >= stripeThreshold_ && sockets_.size() > 1) ? sockets_.size() : 1;
+  direction.parts =
+      (transfer.bytes >= stripeThreshold_ && sockets_.size() > 1) ? sockets_.size() : 1;
   direction.partDone.assign(direction.parts, 0);
   wire::Writer writer;
   writer.u32(kMessageMagic);
@@ -63,9 +64,11 @@ Result<Progress> TcpChannel::progressSend(Transfer& transfer) {
       iovec vectors[2];
       int count = 0;
       if (headerLeft) {
-        vectors[count++] = {send_.header.data() + send_.headerDone, kHeaderBytes - send_.headerDone};
+        vectors[count++] = {send_.header.data() + send_.headerDone,
+                            kHeaderBytes - send_.headerDone};
       }
-      if (partLeft > 0) vectors[count++] = {transfer.data + begin + send_.partDone[index], partLeft};
+      if (partLeft > 0)
+        vectors[count++] = {transfer.data + begin + send_.partDone[index], partLeft};
       msghdr message{};
       message.msg_iov = vectors;
       message.msg_iovlen = static_cast<size_t>(count);
@@ -86,7 +89,8 @@ Result<Progress> TcpChannel::progressSend(Transfer& transfer) {
       transfer.progressed += sent;
     }
   }
-  if (send_.headerDone == kHeaderBytes && transfer.progressed == transfer.bytes) return Progress::kDone;
+  if (send_.headerDone == kHeaderBytes && transfer.progressed == transfer.bytes)
+    return Progress::kDone;
   return moved ? Progress::kMoved : Progress::kIdle;
 }
 
@@ -106,9 +110,11 @@ Result<Progress> TcpChannel::progressRecv(Transfer& transfer) {
       iovec vectors[2];
       int count = 0;
       if (headerLeft) {
-        vectors[count++] = {recv_.header.data() + recv_.headerDone, kHeaderBytes - recv_.headerDone};
+        vectors[count++] = {recv_.header.data() + recv_.headerDone,
+                            kHeaderBytes - recv_.headerDone};
       }
-      if (partLeft > 0) vectors[count++] = {transfer.data + begin + recv_.partDone[index], partLeft};
+      if (partLeft > 0)
+        vectors[count++] = {transfer.data + begin + recv_.partDone[index], partLeft};
       msghdr message{};
       message.msg_iov = vectors;
       message.msg_iovlen = static_cast<size_t>(count);
@@ -134,16 +140,19 @@ Result<Progress> TcpChannel::progressRecv(Transfer& transfer) {
           (void)reader.u32(flags);
           (void)reader.u64(bytes);
           if (magic != kMessageMagic) {
-            return remoteError("tcp stream from rank " + std::to_string(peer()) + " is corrupt (bad message magic)");
+            return remoteError("tcp stream from rank " + std::to_string(peer()) +
+                               " is corrupt (bad message magic)");
           }
           if (bytes != transfer.bytes) {
-            return invalidUsage("message size mismatch: this rank receives " + std::to_string(transfer.bytes) +
-                                " bytes from rank " + std::to_string(peer()) + ", which sent " + std::to_string(bytes));
+            return invalidUsage("message size mismatch: this rank receives " +
+                                std::to_string(transfer.bytes) + " bytes from rank " +
+                                std::to_string(peer()) + ", which sent " + std::to_string(bytes));
           }
           if (flags != recv_.parts) {
-            return invalidUsage("rank " + std::to_string(peer()) + " cut a message over " + std::to_string(flags) +
-                                " sockets, this rank over " + std::to_string(recv_.parts) +
-                                ": CC_TCP_STRIPE_THRESHOLD and CC_NSOCKS_PERTHREAD must match on every rank");
+            return invalidUsage(
+                "rank " + std::to_string(peer()) + " cut a message over " + std::to_string(flags) +
+                " sockets, this rank over " + std::to_string(recv_.parts) +
+                ": CC_TCP_STRIPE_THRESHOLD and CC_NSOCKS_PERTHREAD must match on every rank");
           }
         }
       }
@@ -151,7 +160,8 @@ Result<Progress> TcpChannel::progressRecv(Transfer& transfer) {
       transfer.progressed += received;
     }
   }
-  if (recv_.headerDone == kHeaderBytes && transfer.progressed == transfer.bytes) return Progress::kDone;
+  if (recv_.headerDone == kHeaderBytes && transfer.progressed == transfer.bytes)
+    return Progress::kDone;
   return moved ? Progress::kMoved : Progress::kIdle;
 }
 

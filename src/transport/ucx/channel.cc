@@ -93,7 +93,8 @@ void UcxChannel::abandon() {
 }
 
 Status UcxChannel::closedError() const {
-  return remoteError("the ucx channel to rank " + std::to_string(peer()) + " was closed after an earlier failure");
+  return remoteError("the ucx channel to rank " + std::to_string(peer()) +
+                     " was closed after an earlier failure");
 }
 
 Result<Progress> UcxChannel::progressSend(Transfer& transfer) {

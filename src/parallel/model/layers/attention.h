@@ -4,11 +4,11 @@
 // att[B, H, T, T] (zero above the diagonal) for the backward.
 #pragma once
 
-#include "parallel/model/layers/blas.h"
-#include "parallel/model/layers/fast_math.h"
-
 #include <cmath>
 #include <cstddef>
+
+#include "parallel/model/layers/blas.h"
+#include "parallel/model/layers/fast_math.h"
 
 namespace cc::parallel::layers {
 
@@ -32,10 +32,11 @@ void attentionForward(T* out, T* att, const T* qkv, const AttentionShape& shape)
                    static_cast<size_t>(h) * static_cast<size_t>(headSize);
       const T* k = q + width;
       const T* v = q + 2 * static_cast<size_t>(width);
-      T* scores = att + (static_cast<size_t>(b) * static_cast<size_t>(shape.heads) + static_cast<size_t>(h)) *
+      T* scores = att + (static_cast<size_t>(b) * static_cast<size_t>(shape.heads) +
+                         static_cast<size_t>(h)) *
                             shape.scoresPerHead();
-      gemm(Op::kNone, Op::kTranspose, seq, seq, headSize, scale, q, 3 * width, k, 3 * width, T(0), scores,
-           seq);
+      gemm(Op::kNone, Op::kTranspose, seq, seq, headSize, scale, q, 3 * width, k, 3 * width, T(0),
+           scores, seq);
       for (int i = 0; i < seq; ++i) {
         T* row = scores + static_cast<size_t>(i) * static_cast<size_t>(seq);
         const size_t visible = static_cast<size_t>(i) + 1;
@@ -45,17 +46,19 @@ void attentionForward(T* out, T* att, const T* qkv, const AttentionShape& shape)
         for (size_t j = 0; j < visible; ++j) row[j] *= inverseSum;
         for (size_t j = visible; j < static_cast<size_t>(seq); ++j) row[j] = 0;
       }
-      T* outHead = out + static_cast<size_t>(b) * static_cast<size_t>(seq) * static_cast<size_t>(width) +
+      T* outHead = out +
+                   static_cast<size_t>(b) * static_cast<size_t>(seq) * static_cast<size_t>(width) +
                    static_cast<size_t>(h) * static_cast<size_t>(headSize);
-      gemm(Op::kNone, Op::kNone, seq, headSize, seq, T(1), scores, seq, v, 3 * width, T(0), outHead, width);
+      gemm(Op::kNone, Op::kNone, seq, headSize, seq, T(1), scores, seq, v, 3 * width, T(0), outHead,
+           width);
     }
   }
 }
 
 // Accumulates into dqkv. `scratch` holds T*T elements.
 template <typename T>
-void attentionBackward(T* dqkv, const T* dout, const T* qkv, const T* att, const AttentionShape& shape,
-                       T* scratch) {
+void attentionBackward(T* dqkv, const T* dout, const T* qkv, const T* att,
+                       const AttentionShape& shape, T* scratch) {
   const int seq = shape.seq;
   const int width = shape.width;
   const int headSize = shape.headSize();
@@ -72,15 +75,17 @@ void attentionBackward(T* dqkv, const T* dout, const T* qkv, const T* att, const
       T* dk = dq + width;
       T* dv = dq + 2 * static_cast<size_t>(width);
       const T* weights = att + (static_cast<size_t>(b) * static_cast<size_t>(shape.heads) +
-                                static_cast<size_t>(h)) * shape.scoresPerHead();
-      const T* doutHead = dout + static_cast<size_t>(b) * static_cast<size_t>(seq) * static_cast<size_t>(width) +
-                          static_cast<size_t>(h) * static_cast<size_t>(headSize);
+                                static_cast<size_t>(h)) *
+                                   shape.scoresPerHead();
+      const T* doutHead =
+          dout + static_cast<size_t>(b) * static_cast<size_t>(seq) * static_cast<size_t>(width) +
+          static_cast<size_t>(h) * static_cast<size_t>(headSize);
       T* dscores = scratch;
       // d(weights) = dout v^T; dv += weights^T dout.
-      gemm(Op::kNone, Op::kTranspose, seq, seq, headSize, T(1), doutHead, width, v, 3 * width, T(0), dscores,
-           seq);
-      gemm(Op::kTranspose, Op::kNone, seq, headSize, seq, T(1), weights, seq, doutHead, width, T(1), dv,
-           3 * width);
+      gemm(Op::kNone, Op::kTranspose, seq, seq, headSize, T(1), doutHead, width, v, 3 * width, T(0),
+           dscores, seq);
+      gemm(Op::kTranspose, Op::kNone, seq, headSize, seq, T(1), weights, seq, doutHead, width, T(1),
+           dv, 3 * width);
       // Softmax backward, in place: d(score_j) = w_j (dw_j - sum_k w_k dw_k) on the visible
       // part, zero where the mask hid the score.
       for (int i = 0; i < seq; ++i) {
@@ -92,9 +97,10 @@ void attentionBackward(T* dqkv, const T* dout, const T* qkv, const T* att, const
         for (size_t j = visible; j < static_cast<size_t>(seq); ++j) row[j] = 0;
       }
       // scores = scale q k^T: dq += scale dscores k, dk += scale dscores^T q.
-      gemm(Op::kNone, Op::kNone, seq, headSize, seq, scale, dscores, seq, k, 3 * width, T(1), dq, 3 * width);
-      gemm(Op::kTranspose, Op::kNone, seq, headSize, seq, scale, dscores, seq, q, 3 * width, T(1), dk,
+      gemm(Op::kNone, Op::kNone, seq, headSize, seq, scale, dscores, seq, k, 3 * width, T(1), dq,
            3 * width);
+      gemm(Op::kTranspose, Op::kNone, seq, headSize, seq, scale, dscores, seq, q, 3 * width, T(1),
+           dk, 3 * width);
     }
   }
 }

@@ -3,11 +3,11 @@
 // nothing a checkpoint reader can see.
 #pragma once
 
-#include "parallel/model/layers/fast_math.h"
-
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+
+#include "parallel/model/layers/fast_math.h"
 
 namespace cc::parallel::layers {
 
@@ -15,8 +15,8 @@ namespace cc::parallel::layers {
 // writes the per-row loss -log p[target]. Returns the mean loss, summed in fp64 in row
 // order.
 template <typename T>
-double crossEntropyForward(T* logitsToProbs, T* losses, const int32_t* targets, size_t rows, size_t vocab,
-                           size_t paddedVocab) {
+double crossEntropyForward(T* logitsToProbs, T* losses, const int32_t* targets, size_t rows,
+                           size_t vocab, size_t paddedVocab) {
   double total = 0;
   for (size_t r = 0; r < rows; ++r) {
     T* row = logitsToProbs + r * paddedVocab;
@@ -37,8 +37,8 @@ double crossEntropyForward(T* logitsToProbs, T* losses, const int32_t* targets, 
 // Accumulates dlogits += scale * (p - onehot(target)) on the real columns; `scale` is
 // d(loss)/d(mean loss) divided by the row count.
 template <typename T>
-void crossEntropyBackward(T* dlogits, const T* probs, const int32_t* targets, size_t rows, size_t vocab,
-                          size_t paddedVocab, T scale) {
+void crossEntropyBackward(T* dlogits, const T* probs, const int32_t* targets, size_t rows,
+                          size_t vocab, size_t paddedVocab, T scale) {
   for (size_t r = 0; r < rows; ++r) {
     const T* p = probs + r * paddedVocab;
     T* d = dlogits + r * paddedVocab;

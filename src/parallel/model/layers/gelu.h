@@ -1,9 +1,9 @@
 // GELU in GPT-2's tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 #pragma once
 
-#include "parallel/model/layers/fast_math.h"
-
 #include <cstddef>
+
+#include "parallel/model/layers/fast_math.h"
 
 namespace cc::parallel::layers {
 
@@ -29,7 +29,8 @@ void geluBackward(T* dinp, const T* inp, const T* dout, size_t count) {
     const T x = inp[i];
     const T tanhValue = tanhOf(scale * (x + cubic * x * x * x));
     const T sech2 = T(1) - tanhValue * tanhValue;
-    const T slope = T(0.5) * (T(1) + tanhValue) + T(0.5) * x * sech2 * scale * (T(1) + T(3) * cubic * x * x);
+    const T slope =
+        T(0.5) * (T(1) + tanhValue) + T(0.5) * x * sech2 * scale * (T(1) + T(3) * cubic * x * x);
     dinp[i] += slope * dout[i];
   }
 }

@@ -2,10 +2,10 @@
 // mean and 1/std so the backward need not recompute them.
 #pragma once
 
-#include "parallel/model/layers/fast_math.h"
-
 #include <cmath>
 #include <cstddef>
+
+#include "parallel/model/layers/fast_math.h"
 
 namespace cc::parallel::layers {
 

@@ -3,9 +3,9 @@
 // [out, in].
 #pragma once
 
-#include "parallel/model/layers/blas.h"
-
 #include <cstddef>
+
+#include "parallel/model/layers/blas.h"
 
 namespace cc::parallel::layers {
 
@@ -21,16 +21,16 @@ void linearForward(T* out, const T* inp, const T* weight, const T* bias, int row
     }
     beta = 1;
   }
-  gemm(Op::kNone, Op::kNone, rows, outWidth, inWidth, T(1), inp, inWidth, weight, outWidth, beta, out,
-       outWidth);
+  gemm(Op::kNone, Op::kNone, rows, outWidth, inWidth, T(1), inp, inWidth, weight, outWidth, beta,
+       out, outWidth);
 }
 
 // Accumulates dinp += dout @ weight^T, dweight += inp^T @ dout, dbias += column sums of dout.
 template <typename T>
 void linearBackward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
                     int rows, int inWidth, int outWidth) {
-  gemm(Op::kNone, Op::kTranspose, rows, inWidth, outWidth, T(1), dout, outWidth, weight, outWidth, T(1),
-       dinp, inWidth);
+  gemm(Op::kNone, Op::kTranspose, rows, inWidth, outWidth, T(1), dout, outWidth, weight, outWidth,
+       T(1), dinp, inWidth);
   gemm(Op::kTranspose, Op::kNone, inWidth, outWidth, rows, T(1), inp, inWidth, dout, outWidth, T(1),
        dweight, outWidth);
   if (dbias != nullptr) {
@@ -44,15 +44,18 @@ void linearBackward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, 
 // The tied head: logits[rows, vocab] = inp[rows, width] @ wte[vocab, width]^T.
 template <typename T>
 void tiedHeadForward(T* logits, const T* inp, const T* wte, int rows, int width, int vocab) {
-  gemm(Op::kNone, Op::kTranspose, rows, vocab, width, T(1), inp, width, wte, width, T(0), logits, vocab);
+  gemm(Op::kNone, Op::kTranspose, rows, vocab, width, T(1), inp, width, wte, width, T(0), logits,
+       vocab);
 }
 
 // Accumulates dinp += dlogits @ wte and dwte += dlogits^T @ inp.
 template <typename T>
 void tiedHeadBackward(T* dinp, T* dwte, const T* dlogits, const T* inp, const T* wte, int rows,
                       int width, int vocab) {
-  gemm(Op::kNone, Op::kNone, rows, width, vocab, T(1), dlogits, vocab, wte, width, T(1), dinp, width);
-  gemm(Op::kTranspose, Op::kNone, vocab, width, rows, T(1), dlogits, vocab, inp, width, T(1), dwte, width);
+  gemm(Op::kNone, Op::kNone, rows, width, vocab, T(1), dlogits, vocab, wte, width, T(1), dinp,
+       width);
+  gemm(Op::kTranspose, Op::kNone, vocab, width, rows, T(1), dlogits, vocab, inp, width, T(1), dwte,
+       width);
 }
 
 }  // namespace cc::parallel::layers
