@@ -10,6 +10,7 @@ packages=(
   libopenmpi-dev openmpi-bin                 # mpirun, and Open MPI as the peer in cc-bench
   iproute2 gawk                              # network namespaces for the two-host tests
   clang libclang-rt-14-dev                   # libFuzzer
+  clang-format                               # test.sh refuses unformatted sources
   libopenblas-dev                            # GEMMs of the reference model
   nlohmann-json3-dev                         # safetensors headers of the model checkpoints
   libhwloc-dev libibverbs-dev                # topology discovery: cores, caches, NUMA, NICs

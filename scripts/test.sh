@@ -13,6 +13,7 @@ quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 
 ./scripts/install-deps.sh
+./scripts/check-format.sh
 
 # Tests use loopback only; mpirun may run as root here (CI does).
 export CC_SOCKET_IFNAME=lo
