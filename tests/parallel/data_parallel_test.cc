@@ -61,6 +61,16 @@ std::unique_ptr<BatchSource> syntheticFor(const TrainOptions& options, int rank,
       options.seed, options.model.vocab, BatchShape{options.batch, options.model.seq, rank, world});
 }
 
+// The data-parallel mesh over the fixture's communicator (dp = its size); it must outlive
+// the trainer that uses it.
+std::unique_ptr<Mesh> dataParallelMesh(ccComm_t comm, const GptConfig& model) {
+  int world = 0;
+  EXPECT_EQ(ccCommCount(comm, &world), ccSuccess);
+  auto mesh = Mesh::create(comm, {world, 1, 1}, model);
+  EXPECT_TRUE(mesh.isOk()) << mesh.status().message();
+  return mesh.isOk() ? std::move(mesh).value() : nullptr;
+}
+
 std::vector<double> referenceLosses(int world, int steps, int gradAccum = 1) {
   TrainOptions options = smallOptions(kRowsPerRank * world, steps);
   options.gradAccum = gradAccum;
@@ -81,77 +91,6 @@ std::filesystem::path scratch(const std::string& name) {
 std::string fileBytes(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-TEST(Mesh, RefusesShapesThatCannotRun) {
-  GptConfig model;
-  model.layers = 4;
-  model.heads = 4;
-  EXPECT_TRUE(validateMeshShape({2, 1, 1}, 2, model).isOk());
-  const Status wrongProduct = validateMeshShape({2, 1, 1}, 4, model);
-  EXPECT_FALSE(wrongProduct.isOk());
-  EXPECT_NE(wrongProduct.message().find("world size"), std::string::npos) << wrongProduct.message();
-  const Status badPp = validateMeshShape({1, 3, 1}, 3, model);
-  EXPECT_NE(badPp.message().find("pp 3 does not divide the 4 layers"), std::string::npos)
-      << badPp.message();
-  const Status badTp = validateMeshShape({1, 1, 3}, 3, model);
-  EXPECT_NE(badTp.message().find("tp 3 does not divide the 4 heads"), std::string::npos)
-      << badTp.message();
-  EXPECT_FALSE(validateMeshShape({0, 1, 1}, 0, model).isOk());
-}
-
-TEST(Mesh, SplitsTheWorldTpFastest) {
-  runRanks(4, [](RankContext& context) {
-    ccComm_t world = context.initComm();
-    GptConfig model;
-    auto mesh = Mesh::create(world, {2, 1, 2}, model);
-    ASSERT_TRUE(mesh.isOk()) << mesh.status().message();
-    const MeshCoordinates& at = mesh.value()->coordinates();
-    EXPECT_EQ(at.tp, context.rank % 2);
-    EXPECT_EQ(at.dp, context.rank / 2);
-    int dpSize = 0, dpRank = -1;
-    ASSERT_EQ(ccCommCount(mesh.value()->dp(), &dpSize), ccSuccess);
-    ASSERT_EQ(ccCommUserRank(mesh.value()->dp(), &dpRank), ccSuccess);
-    EXPECT_EQ(dpSize, 2);
-    EXPECT_EQ(dpRank, at.dp);
-    auto table = mesh.value()->placementTable();
-    ASSERT_TRUE(table.isOk());
-    EXPECT_NE(table->find("rank 3: dp 1 pp 0 tp 1"), std::string::npos) << table.value();
-    mesh.value().reset();
-    ccCommDestroy(world);
-  });
-}
-
-TEST(Segments, TileThePaddedBufferInWholeShards) {
-  const GptConfig config = smallOptions(1, 1).model;
-  const ParameterLayout layout(config);
-  for (int world : {1, 2, 3, 4, 7}) {
-    const size_t padded = paddedBufferSize(layout.totalSize(), world);
-    EXPECT_EQ(padded % static_cast<size_t>(world), 0u);
-    EXPECT_LT(padded - layout.totalSize(), static_cast<size_t>(world));
-    for (const std::vector<Segment>& segments :
-         {gradientBuckets(padded, 10000, world),
-          layerUnits(layout, config.layers, padded, world)}) {
-      // Gradient buckets run downwards, units upwards: sort to check the tiling.
-      std::vector<Segment> sorted = segments;
-      std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
-      size_t at = 0;
-      for (const Segment& segment : sorted) {
-        EXPECT_EQ(segment.begin, at);
-        EXPECT_EQ(segment.begin % static_cast<size_t>(world), 0u);
-        EXPECT_EQ(segment.size() % static_cast<size_t>(world), 0u);
-        at = segment.end;
-      }
-      EXPECT_EQ(at, padded);
-      size_t owned = 0;
-      for (int rank = 0; rank < world; ++rank) {
-        for (const ShardPiece& piece : shardPieces(segments, rank, world)) owned += piece.count;
-      }
-      EXPECT_EQ(owned, padded);
-    }
-    const std::vector<Segment> buckets = gradientBuckets(padded, 10000, world);
-    EXPECT_EQ(buckets.front().end, padded) << "the first bucket is the one backward finishes first";
-  }
 }
 
 struct Equivalence {
@@ -175,7 +114,8 @@ TEST_P(DataParallelEquivalence, MatchesOneProcessLossEveryStep) {
     options.parallel.zeroStage = zero;
     options.parallel.bucketBytes = 64 << 10;  // several buckets on this small model
     {
-      Trainer trainer(options, syntheticFor(options, context.rank, world), comm);
+      auto mesh = dataParallelMesh(comm, options.model);
+      Trainer trainer(options, syntheticFor(options, context.rank, world), mesh.get());
       ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
       double worst = 0;
       for (int step = 0; step < kSteps; ++step) {
@@ -225,7 +165,8 @@ TEST_P(OverlapIsBitwise, SameWeightsWithAndWithoutOverlap) {
       options.parallel.zeroStage = zero;
       options.parallel.bucketBytes = 32 << 10;
       options.parallel.overlap = overlap == 1;
-      Trainer trainer(options, syntheticFor(options, context.rank, 2), comm);
+      auto mesh = dataParallelMesh(comm, options.model);
+      Trainer trainer(options, syntheticFor(options, context.rank, 2), mesh.get());
       ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
       for (int step = 0; step < 8; ++step) ASSERT_TRUE(trainer.tryStep().isOk());
       auto full = trainer.fullParameters();
@@ -270,7 +211,8 @@ TEST_P(DataParallelTraffic, OneStepMovesWhatTheScheduleSays) {
       TrainOptions options = smallOptions(kRowsPerRank, 3);
       options.parallel.zeroStage = zero;
       options.parallel.bucketBytes = 256 << 10;
-      Trainer trainer(options, syntheticFor(options, context.rank, world), comm);
+      auto mesh = dataParallelMesh(comm, options.model);
+      Trainer trainer(options, syntheticFor(options, context.rank, world), mesh.get());
       ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
       const size_t padded = trainer.model().paddedParameters().size();
       for (const Segment& bucket :
@@ -289,8 +231,7 @@ TEST_P(DataParallelTraffic, OneStepMovesWhatTheScheduleSays) {
       const uint64_t n = static_cast<uint64_t>(world);
       uint64_t elements = 2 * padded;
       if (zero == 3) {
-        const std::vector<Segment> units =
-            layerUnits(trainer.model().layout(), options.model.layers, padded, world);
+        const std::vector<Segment> units = layerUnits(trainer.model().layout(), padded, world);
         for (size_t unit = 1; unit + 2 < units.size(); ++unit) elements += units[unit].size();
       }
       const uint64_t expected = (n - 1) * elements * sizeof(float) / n;
@@ -334,7 +275,8 @@ void runDp(int world, int zero, const std::string& load, int steps, const std::s
       TrainOptions options = smallOptions(kRowsPerRank * 4 / world, steps);
       options.parallel.zeroStage = zero;
       options.parallel.bucketBytes = 48 << 10;
-      Trainer trainer(options, syntheticFor(options, context.rank, world), comm);
+      auto mesh = dataParallelMesh(comm, options.model);
+      Trainer trainer(options, syntheticFor(options, context.rank, world), mesh.get());
       ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
       if (!load.empty()) {
         ASSERT_TRUE(trainer.load(load).isOk());
@@ -421,7 +363,8 @@ TEST(DataParallelRobustness, KilledRankIsNamedAndResumeReproducesTheRun) {
         TrainOptions train = smallOptions(kRowsPerRank * 2, 8);
         train.parallel.zeroStage = 2;
         train.parallel.bucketBytes = 48 << 10;
-        Trainer trainer(train, syntheticFor(train, context.rank, 2), comm);
+        auto mesh = dataParallelMesh(comm, train.model);
+        Trainer trainer(train, syntheticFor(train, context.rank, 2), mesh.get());
         ASSERT_TRUE(trainer.status().isOk());
         for (;;) {
           if (context.rank == 1 && trainer.completedSteps() == 4) ::raise(SIGKILL);

@@ -14,7 +14,7 @@
 #include "options.h"
 #include "parallel/checkpoint/checkpoint.h"
 #include "parallel/data/byte_tokenizer.h"
-#include "parallel/dp/cc_call.h"
+#include "parallel/mesh/cc_call.h"
 #include "parallel/mesh/mesh.h"
 #include "parallel/model/activations.h"
 #include "parallel/model/blas_threads.h"
@@ -74,8 +74,8 @@ double peakResidentMiB() {
 // What the model's state and activations add up to (docs/TRAINING.md, "Memory"); under
 // DP, ZeRO's accounting per rank (dp/data_parallel.h).
 double expectedMiB(const Trainer& trainer) {
-  const double activations = 4.0 * static_cast<double>(ActivationArena<float>::elementCount(
-                                       trainer.model().config(), trainer.options().batch));
+  const double activations = 4.0 * static_cast<double>(activationElementCount(
+                                       trainer.model().layout(), trainer.options().batch));
   const double state = trainer.dataParallel() != nullptr
                            ? trainer.dataParallel()->memoryEstimate().total()
                            : 16.0 * static_cast<double>(trainer.model().layout().totalSize());
@@ -84,8 +84,8 @@ double expectedMiB(const Trainer& trainer) {
 
 std::string memoryBreakdown(const Trainer& trainer) {
   const double mib = 1024.0 * 1024.0;
-  const double activations = 4.0 * static_cast<double>(ActivationArena<float>::elementCount(
-                                       trainer.model().config(), trainer.options().batch));
+  const double activations = 4.0 * static_cast<double>(activationElementCount(
+                                       trainer.model().layout(), trainer.options().batch));
   char text[200];
   if (trainer.dataParallel() != nullptr) {
     const MemoryEstimate e = trainer.dataParallel()->memoryEstimate();
@@ -93,10 +93,9 @@ std::string memoryBreakdown(const Trainer& trainer) {
                   "parameters %.1f + gradients %.1f + adam %.1f + activations %.1f MiB",
                   e.parameters / mib, e.gradients / mib, e.optimizer / mib, activations / mib);
   } else {
-    std::snprintf(
-        text, sizeof(text), "16 bytes x %zu parameters + 4 bytes x %zu activations",
-        trainer.model().layout().totalSize(),
-        ActivationArena<float>::elementCount(trainer.model().config(), trainer.options().batch));
+    std::snprintf(text, sizeof(text), "16 bytes x %zu parameters + 4 bytes x %zu activations",
+                  trainer.model().layout().totalSize(),
+                  activationElementCount(trainer.model().layout(), trainer.options().batch));
   }
   return text;
 }
@@ -191,7 +190,7 @@ int run(const Options& parsed) {
     evalFile = std::move(opened.value());
   }
   const std::string dataDescription = source->describe();
-  Trainer trainer(train, std::move(source), mesh ? mesh->dp() : nullptr);
+  Trainer trainer(train, std::move(source), mesh.get());
   if (!trainer.status().isOk()) return fail(trainer.status());
   if (!options.loadPath.empty()) {
     const Status loaded = trainer.load(options.loadPath);

@@ -1,69 +1,62 @@
-// Data parallelism with ZeRO's three stages over one DP communicator (picotron's
-// data_parallel.py, with ZeRO folded in as DeepSpeed does). Every rank runs the whole
-// model on its own slice of the global batch; this class is the model's observer and
-// moves the gradients and parameters:
-//
-// - stage 0: each gradient bucket (segments.h) is all-reduced (average) on the gradient
-//   stream as soon as backward has finished it, while backward goes on with the layers
-//   below; the optimizer step waits for the stream.
-// - stage 1: the buckets are reduce-scattered in place instead; each rank updates only
-//   its pieces (so it keeps only their Adam moments) and the parameters are all-gathered.
-// - stage 2: as 1, but the reduce-scatter lands in a compact gradient shard and the
-//   bucket's full-size gradient pages are released as soon as it has completed.
-// - stage 3: as 2, and the parameters are sharded too (layer_gather.h).
+// Data parallelism over one DP communicator (picotron's data_parallel.py). Every rank runs
+// the whole model part on its own slice of the global batch; this class is the model's
+// observer and moves the gradients: each segment of the gradient buffer (segments.h) is
+// handed to the bucket reducer (bucket_reducer.h) on the gradient stream as soon as
+// backward has finished it, while backward goes on with the layers below; the optimizer
+// step waits for the stream. What a segment's reduction is, which part of the state this
+// rank keeps, and how the parameters get back to every rank is the sharding strategy's
+// (sharding.h: replicated, or a ZeRO stage from zero/), so nothing here branches on it.
 //
 // Only the last micro-batch of a step communicates (the others accumulate locally).
 // Without overlap the same calls run, in the same order, after backward: the same bits.
 //
-// Under ZeRO-3 the gradient and parameter traffic use two communicators (the second split
-// from the first) with a stream each, so the prefetches never queue behind gradient
-// buckets; stages 0-2 use one of each.
+// A strategy that moves parameters during forward and backward (ZeRO-3) gets a second
+// communicator (split from the first) with a stream of its own, so its prefetches never
+// queue behind gradient buckets; otherwise both kinds of traffic share one of each.
 #pragma once
 
 #include <cc/cc.h>
 
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "parallel/dp/bucket_reducer.h"
 #include "parallel/dp/segments.h"
+#include "parallel/dp/sharding.h"
 #include "parallel/model/gpt.h"
 #include "parallel/optim/adamw.h"
-#include "parallel/zero/layer_gather.h"
 
 namespace cc::parallel {
 
 struct DataParallelOptions {
-  int zeroStage = 0;                      // 0, 1, 2 or 3
+  int zeroStage = 0;                      // 0, 1, 2 or 3 (zero/stages.h)
   size_t bucketBytes = size_t{25} << 20;  // gradient bucket size (stages 0-2)
   bool overlap = true;                    // reduce while backward runs
-};
-
-// Bytes per rank by ZeRO's accounting (fp32 parameters, gradients, Adam m and v), with
-// the transient full-size pieces stages 2 and 3 hold while a layer is in use.
-struct MemoryEstimate {
-  double parameters = 0, gradients = 0, optimizer = 0;
-  double total() const { return parameters + gradients + optimizer; }
+  // Buckets of whole tensors (stage 0 only), for a reducer that needs matrices.
+  bool alignBucketsToTensors = false;
 };
 
 class DataParallel final : public GptObserver {
  public:
   // The model must have been built with paddedBufferSize(layout, world) elements and
   // initialised identically on every rank. Collective over dpComm (kept by the caller).
-  static Result<std::unique_ptr<DataParallel>> create(ccComm_t dpComm, Gpt<float>& model,
-                                                      const DataParallelOptions& options);
+  // reducer: null for the plain float32 average.
+  static Result<std::unique_ptr<DataParallel>> create(
+      ccComm_t dpComm, Gpt<float>& model, const DataParallelOptions& options,
+      std::unique_ptr<ShardingStrategy> strategy, std::unique_ptr<BucketReducer> reducer = nullptr);
   ~DataParallel() override;
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
-  int rank() const { return rank_; }
-  int world() const { return world_; }
+  int rank() const { return context_.rank; }
+  int world() const { return context_.world; }
   const DataParallelOptions& options() const { return options_; }
+  int zeroStage() const { return strategy_->stage(); }
   // Elements of Adam's m (and of v) this rank keeps.
-  size_t optimizerStateSize() const;
-  MemoryEstimate memoryEstimate() const;
+  size_t optimizerStateSize() const { return strategy_->optimizerStateSize(); }
+  MemoryEstimate memoryEstimate() const { return strategy_->memoryEstimate(); }
   std::string describe() const;
 
   // One optimizer step: beginStep, then per micro-batch beginMicroBatch / forward /
@@ -76,7 +69,7 @@ class DataParallel final : public GptObserver {
   // How long finishGradients waited for the stream: the communication backward did not
   // hide (all of it with overlap off).
   double gradientWaitSeconds() const { return waitSeconds_; }
-  // AdamW on this rank's part, then the parameters made whole again (stages 1-2).
+  // AdamW on this rank's part, then the parameters made whole again where needed.
   Status update(AdamW& optimizer, float lr, float gradientScale);
   // Average of a per-rank scalar over the DP ranks (the logged loss).
   Result<double> average(double value);
@@ -90,15 +83,17 @@ class DataParallel final : public GptObserver {
   Result<Traffic> traffic() const;
 
   // Every parameter in the model's buffer (stage 3 gathers, blocking) / back to shards.
-  Status gatherParameters();
-  Status releaseParameters();
+  Status gatherParameters() { return strategy_->gatherParameters(); }
+  Status releaseParameters() { return strategy_->releaseParameters(); }
   // The full (layout-sized) Adam moments on every rank, from the shards.
-  Status gatherMoments(const AdamW& optimizer, std::vector<float>& m, std::vector<float>& v);
+  Status gatherMoments(const AdamW& optimizer, std::vector<float>& m, std::vector<float>& v) {
+    return strategy_->gatherMoments(optimizer, m, v);
+  }
   // After the model's buffer has been filled with full parameters (checkpoint load or
   // initialisation): keep this rank's shard, release the rest (stage 3).
-  void shardParameters();
+  void shardParameters() { strategy_->shardParameters(); }
   // This rank's part of full moments, in optimizer-state order.
-  std::vector<float> shardOf(std::span<const float> full) const;
+  std::vector<float> shardOf(std::span<const float> full) const { return strategy_->shardOf(full); }
   Status barrier();
 
   void beforeBlockForward(int layer) override;
@@ -108,28 +103,20 @@ class DataParallel final : public GptObserver {
   void gradientsFinalFrom(size_t offset) override;
 
  private:
-  DataParallel(ccComm_t dpComm, Gpt<float>& model, const DataParallelOptions& options);
+  DataParallel(Gpt<float>& model, const DataParallelOptions& options,
+               std::unique_ptr<ShardingStrategy> strategy, std::unique_ptr<BucketReducer> reducer);
   Status launch(size_t segment);
   void releaseCompletedGradients(bool all);
   void record(const Status& status);
-  std::vector<AdamWPiece> optimizerPieces();
+  bool ownParameterChannel() const { return context_.paramComm != context_.gradComm; }
 
   Gpt<float>& model_;
   DataParallelOptions options_;
-  ccComm_t gradComm_;
-  ccComm_t paramComm_ = nullptr;
-  ccStream_t gradStream_ = nullptr;
-  ccStream_t paramStream_ = nullptr;
-  int rank_ = 0;
-  int world_ = 1;
-  size_t padded_ = 0;
-  std::vector<Segment> segments_;      // gradient segments, in launch order
-  std::vector<ShardPiece> pieces_;     // this rank's piece of each
-  std::vector<float> gradientShard_;   // stages 2-3
-  std::vector<float> parameterShard_;  // stage 3
-  std::unique_ptr<LayerGather> layers_;
+  std::unique_ptr<ShardingStrategy> strategy_;
+  std::unique_ptr<BucketReducer> reducer_;
+  ShardingContext context_;
   size_t launched_ = 0;        // segments queued this step
-  size_t released_ = 0;        // of them, gradients given back (stages 2-3)
+  size_t released_ = 0;        // of them, gradients given back (strategies that release)
   bool communicates_ = false;  // this micro-batch reduces
   bool inMicroBatch_ = false;
   Status error_;  // first failure inside a hook

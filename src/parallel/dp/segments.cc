@@ -21,12 +21,25 @@ std::vector<Segment> gradientBuckets(size_t paddedSize, size_t bucketElements, i
   return buckets;
 }
 
-std::vector<Segment> layerUnits(const ParameterLayout& layout, int layers, size_t paddedSize,
-                                int world) {
+std::vector<Segment> tensorAlignedBuckets(const ParameterLayout& layout, size_t paddedSize,
+                                          size_t bucketElements) {
+  std::vector<Segment> buckets;
+  const std::vector<TensorSlice>& tensors = layout.tensors();
+  size_t end = paddedSize;
+  for (auto tensor = tensors.rbegin(); tensor != tensors.rend(); ++tensor) {
+    if (end - tensor->offset >= bucketElements || tensor->offset == 0) {
+      buckets.push_back({tensor->offset, end});
+      end = tensor->offset;
+    }
+  }
+  return buckets;
+}
+
+std::vector<Segment> layerUnits(const ParameterLayout& layout, size_t paddedSize, int world) {
   const size_t n = static_cast<size_t>(world);
   auto roundDown = [n](size_t offset) { return offset / n * n; };
   std::vector<size_t> starts = {0};
-  for (int layer = 0; layer < layers; ++layer)
+  for (int layer = layout.firstLayer(); layer < layout.endLayer(); ++layer)
     starts.push_back(roundDown(layout.blockBegin(layer)));
   starts.push_back(roundDown(layout.lnfWeight()));
   starts.push_back(paddedSize);

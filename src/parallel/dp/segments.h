@@ -38,9 +38,16 @@ size_t paddedBufferSize(size_t layoutSize, int world);
 // highest offsets first: the order backward completes them.
 std::vector<Segment> gradientBuckets(size_t paddedSize, size_t bucketElements, int world);
 
-// Units ascending: [0] embeddings, [1 + l] block l, [layers + 1] ln_f up to paddedSize.
-std::vector<Segment> layerUnits(const ParameterLayout& layout, int layers, size_t paddedSize,
-                                int world);
+// Buckets of whole tensors (at least bucketElements each, but for the last), highest
+// offsets first, the first also holding the padding after the layout. Their ends are not
+// multiples of the world size, so they suit all-reduce only (no sharding): the buckets a
+// compressing reducer that needs whole matrices (PowerSGD) asks for.
+std::vector<Segment> tensorAlignedBuckets(const ParameterLayout& layout, size_t paddedSize,
+                                          size_t bucketElements);
+
+// Units ascending, for the whole model: [0] embeddings, [1 + l] block l, [layers + 1] ln_f
+// up to paddedSize.
+std::vector<Segment> layerUnits(const ParameterLayout& layout, size_t paddedSize, int world);
 
 // Rank's piece of each segment, in the segments' order, packed from state offset 0.
 std::vector<ShardPiece> shardPieces(const std::vector<Segment>& segments, int rank, int world);

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "parallel/dp/cc_call.h"
+#include "parallel/mesh/cc_call.h"
 
 namespace cc::parallel {
 
@@ -53,6 +53,12 @@ Result<std::unique_ptr<Mesh>> Mesh::create(ccComm_t world, const MeshShape& shap
   CC_TRY(ccCall(ccCommSplit(world, at.dp * shape.pp + at.pp, at.tp, &mesh->tp_), world,
                 "mesh: split tp"));
   return mesh;
+}
+
+ModelPart Mesh::modelPart(const GptConfig& model) const {
+  const int perStage = model.layers / shape_.pp;
+  return ModelPart{coordinates_.pp * perStage, (coordinates_.pp + 1) * perStage, shape_.tp,
+                   coordinates_.tp};
 }
 
 Mesh::~Mesh() {

@@ -1,8 +1,9 @@
 // The process mesh: world = dp x pp x tp with TP fastest-varying (rank = (d * pp + p) * tp
 // + t), as picotron's grid. Each axis is a communicator made once with ccCommSplit: the
-// ranks that differ only in that coordinate. Only DP is used so far (pp = tp = 1); the
-// other axes exist so that the shape checks and the placement table are already the
-// final ones.
+// ranks that differ only in that coordinate. A rank's coordinates say which part of the
+// model it holds (modelPart: its pipeline stage's blocks, its TP shard). The trainer runs
+// DP so far (pp = tp = 1); the other axes exist so that the shape checks, the placement
+// table and the parts are already the final ones.
 #pragma once
 
 #include <cc/cc.h>
@@ -12,6 +13,7 @@
 
 #include "core/status.h"
 #include "parallel/model/config.h"
+#include "parallel/model/model_part.h"
 
 namespace cc::parallel {
 
@@ -46,6 +48,9 @@ class Mesh {
   ccComm_t dp() const { return dp_; }
   ccComm_t pp() const { return pp_; }
   ccComm_t tp() const { return tp_; }
+  // This rank's part of the model: an even cut of the layers into pp stages, and its TP
+  // shard.
+  ModelPart modelPart(const GptConfig& model) const;
 
   // Collective: every rank's coordinates, host and pid, as a table (rank 0 prints it).
   Result<std::string> placementTable() const;

@@ -1,101 +1,177 @@
 #include "parallel/model/activations.h"
 
+#include <functional>
+
 namespace cc::parallel {
 namespace {
 
 struct Sizes {
-  size_t n, c, bhtt, tt, vp;
+  size_t rows;           // N = B x T
+  size_t width;          // C
+  size_t shardWidth;     // Cs
+  size_t hidden;         // F
+  size_t scores;         // B x Hs x T x T
+  size_t scoresPerHead;  // T x T
+  size_t vocab;          // Vp
 };
 
-Sizes sizesOf(const GptConfig& config, int maxBatch) {
+Sizes sizesOf(const ParameterLayout& layout, int maxBatch) {
+  const GptConfig& config = layout.config();
   const size_t batch = static_cast<size_t>(maxBatch);
   const size_t seq = static_cast<size_t>(config.seq);
-  return Sizes{batch * seq, static_cast<size_t>(config.width),
-               batch * static_cast<size_t>(config.heads) * seq * seq, seq * seq,
+  const ShardDimensions& shard = layout.shard();
+  return Sizes{batch * seq,
+               static_cast<size_t>(config.width),
+               static_cast<size_t>(shard.width),
+               static_cast<size_t>(shard.hidden),
+               batch * static_cast<size_t>(shard.heads) * seq * seq,
+               seq * seq,
                static_cast<size_t>(config.paddedVocab())};
 }
 
-// One walk over the arena, used both to count and to hand out pointers, so the two cannot
-// disagree.
+// One walk over an arena or a workspace, used both to count and to hand out pointers,
+// so the two cannot disagree. take(count) returns the next count elements.
 template <typename T, typename Take>
-void carve(const GptConfig& config, int maxBatch, Take take, ActivationArena<T>* arena) {
-  const Sizes s = sizesOf(config, maxBatch);
-  for (int layer = 0; layer < config.layers; ++layer) {
+void carveArena(const ParameterLayout& layout, int maxBatch, Take take,
+                std::vector<BlockActivations<T>>* blocks, T** input, HeadActivations<T>* head) {
+  const Sizes s = sizesOf(layout, maxBatch);
+  for (int layer = layout.firstLayer(); layer < layout.endLayer(); ++layer) {
     BlockActivations<T> block{};
-    block.ln1 = take(s.n * s.c);
-    block.ln1Mean = take(s.n);
-    block.ln1Rstd = take(s.n);
-    block.qkv = take(s.n * 3 * s.c);
-    block.atty = take(s.n * s.c);
-    block.att = take(s.bhtt);
-    block.residual2 = take(s.n * s.c);
-    block.ln2 = take(s.n * s.c);
-    block.ln2Mean = take(s.n);
-    block.ln2Rstd = take(s.n);
-    block.fch = take(s.n * 4 * s.c);
-    block.fchGelu = take(s.n * 4 * s.c);
-    block.residual3 = take(s.n * s.c);
-    if (arena != nullptr) arena->blocks.push_back(block);
+    block.ln1 = take(s.rows * s.width);
+    block.ln1Mean = take(s.rows);
+    block.ln1Rstd = take(s.rows);
+    block.qkv = take(s.rows * 3 * s.shardWidth);
+    block.atty = take(s.rows * s.shardWidth);
+    block.att = take(s.scores);
+    block.residual2 = take(s.rows * s.width);
+    block.ln2 = take(s.rows * s.width);
+    block.ln2Mean = take(s.rows);
+    block.ln2Rstd = take(s.rows);
+    block.fch = take(s.rows * s.hidden);
+    block.fchGelu = take(s.rows * s.hidden);
+    block.residual3 = take(s.rows * s.width);
+    if (blocks != nullptr) blocks->push_back(block);
   }
-  T* encoded = take(s.n * s.c);
-  T* projection = take(s.n * s.c);
-  T* lnf = take(s.n * s.c);
-  T* lnfMean = take(s.n);
-  T* lnfRstd = take(s.n);
-  T* probs = take(s.n * s.vp);
-  T* losses = take(s.n);
-  GradientScratch<T> grads{};
-  grads.dresidual = take(s.n * s.c);
-  grads.dln = take(s.n * s.c);
-  grads.dqkv = take(s.n * 3 * s.c);
-  grads.datty = take(s.n * s.c);
-  grads.dfch = take(s.n * 4 * s.c);
-  grads.dfchGelu = take(s.n * 4 * s.c);
-  grads.dscores = take(s.tt);
-  grads.dlogits = take(s.n * s.vp);
-  grads.layerNorm = take(2 * s.c);
-  if (arena != nullptr) {
-    arena->encoded = encoded;
-    arena->projection = projection;
-    arena->lnf = lnf;
-    arena->lnfMean = lnfMean;
-    arena->lnfRstd = lnfRstd;
-    arena->probs = probs;
-    arena->losses = losses;
-    arena->grads = grads;
+  T* in = take(s.rows * s.width);
+  if (input != nullptr) *input = in;
+  if (layout.hasHead()) {
+    HeadActivations<T> carved{};
+    carved.lnf = take(s.rows * s.width);
+    carved.lnfMean = take(s.rows);
+    carved.lnfRstd = take(s.rows);
+    carved.probs = take(s.rows * s.vocab);
+    carved.losses = take(s.rows);
+    if (head != nullptr) *head = carved;
   }
 }
+
+template <typename T, typename Take>
+void carveWorkspace(const ParameterLayout& layout, int maxBatch, Take take,
+                    Workspace<T>* workspace) {
+  const Sizes s = sizesOf(layout, maxBatch);
+  T* projection = take(s.rows * s.width);
+  T* dhidden = take(s.rows * s.width);
+  T* dln = take(s.rows * s.width);
+  T* dqkv = take(s.rows * 3 * s.shardWidth);
+  T* datty = take(s.rows * s.shardWidth);
+  T* dfch = take(s.rows * s.hidden);
+  T* dfchGelu = take(s.rows * s.hidden);
+  T* dscores = take(s.scoresPerHead);
+  T* dlogits = layout.hasHead() ? take(s.rows * s.vocab) : nullptr;
+  T* layerNorm = take(2 * s.width);
+  if (workspace == nullptr) return;
+  workspace->projection = projection;
+  workspace->dhidden = dhidden;
+  workspace->dln = dln;
+  workspace->dqkv = dqkv;
+  workspace->datty = datty;
+  workspace->dfch = dfch;
+  workspace->dfchGelu = dfchGelu;
+  workspace->dscores = dscores;
+  workspace->dlogits = dlogits;
+  workspace->layerNorm = layerNorm;
+}
+
+template <typename T>
+struct Counter {
+  size_t total = 0;
+  T* operator()(size_t count) {
+    total += count;
+    return nullptr;
+  }
+};
+
+template <typename T>
+struct Carver {
+  T* next;
+  T* operator()(size_t count) {
+    T* begin = next;
+    next += count;
+    return begin;
+  }
+};
 
 }  // namespace
 
 template <typename T>
-size_t ActivationArena<T>::elementCount(const GptConfig& config, int maxBatch) {
-  size_t total = 0;
-  carve<T>(
-      config, maxBatch,
-      [&total](size_t count) -> T* {
-        total += count;
-        return nullptr;
-      },
-      nullptr);
-  return total;
+size_t ActivationArena<T>::elementCount(const ParameterLayout& layout, int maxBatch) {
+  Counter<T> counter;
+  carveArena<T>(layout, maxBatch, std::ref(counter), nullptr, nullptr, nullptr);
+  return counter.total;
 }
 
 template <typename T>
-ActivationArena<T>::ActivationArena(const GptConfig& config, int maxBatch)
-    : storage_(elementCount(config, maxBatch)) {
-  size_t used = 0;
-  carve<T>(
-      config, maxBatch,
-      [this, &used](size_t count) -> T* {
-        T* begin = storage_.data() + used;
-        used += count;
-        return begin;
-      },
-      this);
+ActivationArena<T>::ActivationArena(const ParameterLayout& layout, int maxBatch)
+    : maxBatch_(maxBatch),
+      seq_(layout.config().seq),
+      firstLayer_(layout.firstLayer()),
+      storage_(elementCount(layout, maxBatch)) {
+  carveArena<T>(layout, maxBatch, Carver<T>{storage_.data()}, &blocks_, &input_, &head_);
+}
+
+template <typename T>
+void ActivationArena<T>::setBatch(std::span<const int32_t> inputs, std::span<const int32_t> targets,
+                                  int batch) {
+  batch_ = batch;
+  const size_t count = rows();
+  inputs_.assign(inputs.begin(),
+                 inputs.begin() + static_cast<std::ptrdiff_t>(inputs.empty() ? 0 : count));
+  targets_.assign(targets.begin(),
+                  targets.begin() + static_cast<std::ptrdiff_t>(targets.empty() ? 0 : count));
+}
+
+template <typename T>
+size_t ActivationArena<T>::rows() const {
+  return static_cast<size_t>(batch_) * static_cast<size_t>(seq_);
+}
+
+template <typename T>
+const T* ActivationArena<T>::blockInput(int layer) const {
+  return layer == firstLayer_ ? input_
+                              : blocks_[static_cast<size_t>(layer - 1 - firstLayer_)].residual3;
+}
+
+template <typename T>
+size_t Workspace<T>::elementCount(const ParameterLayout& layout, int maxBatch) {
+  Counter<T> counter;
+  carveWorkspace<T>(layout, maxBatch, std::ref(counter), nullptr);
+  return counter.total;
+}
+
+template <typename T>
+Workspace<T>::Workspace(const ParameterLayout& layout, int maxBatch)
+    : storage_(elementCount(layout, maxBatch)) {
+  carveWorkspace<T>(layout, maxBatch, Carver<T>{storage_.data()}, this);
+}
+
+size_t activationElementCount(const ParameterLayout& layout, int maxBatch, int arenas) {
+  return static_cast<size_t>(arenas) * ActivationArena<float>::elementCount(layout, maxBatch) +
+         Workspace<float>::elementCount(layout, maxBatch);
 }
 
 template class ActivationArena<float>;
 template class ActivationArena<double>;
+template class Workspace<float>;
+template class Workspace<double>;
 
 }  // namespace cc::parallel

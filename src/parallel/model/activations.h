@@ -1,65 +1,120 @@
-// The activation arena: every tensor the forward keeps for the backward, plus the one
-// layer's worth of gradient scratch the backward reuses from the top block down, carved
-// from a single allocation whose size follows from the configuration and the batch.
+// What the model's pieces (gpt.h) compute into. An ActivationArena is one micro-batch in
+// flight: its tokens and every tensor forward keeps for backward, over the blocks of one
+// model part (a pipeline stage, a TP shard), carved from one allocation whose size follows
+// from the layout and the batch. A schedule that keeps several micro-batches in flight
+// (1F1B holds up to P) holds several arenas; a block's activations are their own slice,
+// so recomputation can drop and rebuild one block's. The Workspace is the scratch one
+// piece uses while it runs (the projection output, one block's worth of gradients, the
+// logits' gradient), shared by every arena of a model because pieces run one at a time.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <span>
 #include <vector>
 
-#include "parallel/model/config.h"
+#include "parallel/model/parameter_layout.h"
 
 namespace cc::parallel {
 
+// Sizes are N = B x T rows, C the model width, Cs and Hs the shard's attention width and
+// heads, F the shard's MLP hidden width (4C / tp).
 template <typename T>
 struct BlockActivations {
   T* ln1;        // [N, C]
   T* ln1Mean;    // [N]
   T* ln1Rstd;    // [N]
-  T* qkv;        // [N, 3C]
-  T* atty;       // [N, C]
-  T* att;        // [B, H, T, T]
+  T* qkv;        // [N, 3Cs]: this shard's q, k, v heads
+  T* atty;       // [N, Cs]
+  T* att;        // [B, Hs, T, T]
   T* residual2;  // [N, C]
   T* ln2;        // [N, C]
   T* ln2Mean;    // [N]
   T* ln2Rstd;    // [N]
-  T* fch;        // [N, 4C]
-  T* fchGelu;    // [N, 4C]
-  T* residual3;  // [N, C]
+  T* fch;        // [N, F]
+  T* fchGelu;    // [N, F]
+  T* residual3;  // [N, C]: the block's output
 };
 
 template <typename T>
-struct GradientScratch {
-  T* dresidual;  // [N, C]: the residual stream's gradient, flowing down the blocks
-  T* dln;        // [N, C]
-  T* dqkv;       // [N, 3C]
-  T* datty;      // [N, C]
-  T* dfch;       // [N, 4C]
-  T* dfchGelu;   // [N, 4C]
-  T* dscores;    // [T, T]
-  T* dlogits;    // [N, Vp]
-  T* layerNorm;  // [2C]
+struct HeadActivations {
+  T* lnf;      // [N, C]
+  T* lnfMean;  // [N]
+  T* lnfRstd;  // [N]
+  T* probs;    // [N, Vp]: logits, turned into probabilities in place
+  T* losses;   // [N]
 };
 
 template <typename T>
 class ActivationArena {
  public:
-  ActivationArena(const GptConfig& config, int maxBatch);
+  ActivationArena(const ParameterLayout& layout, int maxBatch);
+  ActivationArena(const ActivationArena&) = delete;
+  ActivationArena& operator=(const ActivationArena&) = delete;
+  ActivationArena(ActivationArena&&) = default;
 
-  // Elements the arena holds for this configuration and batch (the docs' formula).
-  static size_t elementCount(const GptConfig& config, int maxBatch);
+  // Elements one arena holds for this part and batch (docs/TRAINING.md's formula).
+  static size_t elementCount(const ParameterLayout& layout, int maxBatch);
 
-  std::vector<BlockActivations<T>> blocks;
-  T* encoded;     // [N, C]
-  T* projection;  // [N, C]: attn/mlp c_proj output, consumed at once by the residual add
-  T* lnf;         // [N, C]
-  T* lnfMean;     // [N]
-  T* lnfRstd;     // [N]
-  T* probs;       // [N, Vp]: logits, turned into probabilities in place
-  T* losses;      // [N]
-  GradientScratch<T> grads;
+  int maxBatch() const { return maxBatch_; }
+  // The micro-batch's tokens, [batch, seq] row-major: inputs where the part has the
+  // embeddings, targets where it has the head (either may be empty elsewhere).
+  void setBatch(std::span<const int32_t> inputs, std::span<const int32_t> targets, int batch);
+  int batch() const { return batch_; }
+  size_t rows() const;
+  const int32_t* inputs() const { return inputs_.data(); }
+  const int32_t* targets() const { return targets_.data(); }
+
+  // [N, C]: the part's input hidden state (the embeddings' output on the first stage, the
+  // previous stage's output elsewhere).
+  T* input() { return input_; }
+  const T* input() const { return input_; }
+  // Block `layer` (counted in the whole model) reads blockInput and writes its residual3.
+  BlockActivations<T>& block(int layer) {
+    return blocks_[static_cast<size_t>(layer - firstLayer_)];
+  }
+  const T* blockInput(int layer) const;
+  // The last block's output: what the head (or the next stage) reads.
+  const T* output() const { return blocks_.empty() ? input_ : blocks_.back().residual3; }
+  HeadActivations<T>& head() { return head_; }
+  const HeadActivations<T>& head() const { return head_; }
+
+ private:
+  int maxBatch_;
+  int seq_;
+  int firstLayer_;
+  std::vector<T> storage_;
+  std::vector<int32_t> inputs_;
+  std::vector<int32_t> targets_;
+  int batch_ = 0;
+  T* input_ = nullptr;
+  std::vector<BlockActivations<T>> blocks_;
+  HeadActivations<T> head_{};
+};
+
+template <typename T>
+class Workspace {
+ public:
+  Workspace(const ParameterLayout& layout, int maxBatch);
+  static size_t elementCount(const ParameterLayout& layout, int maxBatch);
+
+  T* projection = nullptr;  // [N, C]: a c_proj output, consumed at once by the residual add
+  T* dhidden = nullptr;     // [N, C]: the residual stream's gradient, flowing down the blocks
+  T* dln = nullptr;         // [N, C]
+  T* dqkv = nullptr;        // [N, 3Cs]
+  T* datty = nullptr;       // [N, Cs]
+  T* dfch = nullptr;        // [N, F]
+  T* dfchGelu = nullptr;    // [N, F]
+  T* dscores = nullptr;     // [T, T]
+  T* dlogits = nullptr;     // [N, Vp] (where the part has the head)
+  T* layerNorm = nullptr;   // [2C]
 
  private:
   std::vector<T> storage_;
 };
+
+// Activation memory of a part in elements: `arenas` micro-batches in flight and the
+// workspace.
+size_t activationElementCount(const ParameterLayout& layout, int maxBatch, int arenas = 1);
 
 }  // namespace cc::parallel

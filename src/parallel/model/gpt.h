@@ -1,9 +1,13 @@
-// The reference GPT-2-style decoder on one process: token and position embeddings, L
-// blocks of (LayerNorm, causal self-attention, residual, LayerNorm, GELU MLP, residual),
-// final LayerNorm and a head tied to the token embedding. Parameters and gradients are
-// each one contiguous buffer in ParameterLayout's order; backward accumulates into the
-// gradients, so micro-batches sum by calling forward/backward repeatedly. A template on
-// the scalar: float for training, double for the finite-difference tests.
+// The reference GPT-2-style decoder: token and position embeddings, L blocks of
+// (LayerNorm, causal self-attention, residual, LayerNorm, GELU MLP, residual), final
+// LayerNorm and a head tied to the token embedding. The model is a row of pieces
+// (embedding, block, head with its loss), each a forward/backward pair from and to a
+// hidden-state buffer; the one-process forward and backward are loops over them. A Gpt
+// holds one part of the model (a pipeline stage's blocks, parameter_layout.h); its
+// parameters and gradients are each one contiguous buffer in the layout's order, and
+// backward accumulates into the gradients, so micro-batches sum by running the pieces
+// repeatedly. A template on the scalar: float for training, double for the
+// finite-difference tests.
 //
 // A parallel wrapper (DP, ZeRO) watches forward and backward through a GptObserver: it
 // is told before and after each block runs, and how far from the end of the buffer the
@@ -40,10 +44,15 @@ class GptObserver {
 template <typename T>
 class Gpt {
  public:
-  // The arena is sized for batches of up to maxBatch sequences of config.seq tokens. The
-  // parameter and gradient buffers hold max(layout size, bufferElements) elements: data
-  // parallelism pads them (with zeros that stay zero) so that shards divide evenly.
+  // The whole model. The parameter and gradient buffers hold max(layout size,
+  // bufferElements) elements: data parallelism pads them (with zeros that stay zero) so
+  // that shards divide evenly. The model's own arena takes batches of up to maxBatch
+  // sequences of config.seq tokens.
   Gpt(const GptConfig& config, int maxBatch, size_t bufferElements = 0);
+  // One part of it (a pipeline stage's blocks; validatePart() first). A TP shard's layout
+  // is built here too, but its pieces would compute partial products that nothing
+  // reduces yet: tensor parallelism (tp/) adds the reductions, so tpSize must be 1.
+  Gpt(const ParameterLayout& layout, int maxBatch, size_t bufferElements = 0);
 
   const GptConfig& config() const { return config_; }
   const ParameterLayout& layout() const { return layout_; }
@@ -67,10 +76,31 @@ class Gpt {
   // nullptr (the default) for none; the observer must outlive its use.
   void setObserver(GptObserver* observer) { observer_ = observer; }
 
-  // Runs batch x seq tokens (inputs and targets row-major [batch, seq], ids < vocab, which
-  // the caller guarantees) and returns the mean cross-entropy. Keeps what backward needs.
-  double forward(std::span<const int32_t> inputs, std::span<const int32_t> targets, int batch);
+  // The pieces: forward/backward pairs over one micro-batch's arena (activations.h), which
+  // a schedule can run one micro-batch and one stage at a time. Forward reads the arena's
+  // input (embeddingForward writes it from the tokens; a later pipeline stage receives
+  // it) and leaves each block's output in the arena; the head reads arena.output().
+  // Backward carries one hidden-state gradient [N, C] down the pieces in place:
+  // headBackward writes d(loss)/d(the head's input) into it, blockBackward turns
+  // d/d(the block's output) into d/d(its input), embeddingBackward consumes it. Every
+  // backward accumulates into the gradients.
+  ActivationArena<T> makeArena(int maxBatch) const { return ActivationArena<T>(layout_, maxBatch); }
+  void embeddingForward(ActivationArena<T>& arena);
+  void blockForward(int layer, ActivationArena<T>& arena);
+  // The mean cross-entropy over the arena's targets.
+  double headForward(ActivationArena<T>& arena);
+  // lossScale: the gradient is lossScale * d(mean loss)/d(...).
+  void headBackward(ActivationArena<T>& arena, T* dhidden, T lossScale);
+  void blockBackward(int layer, ActivationArena<T>& arena, T* dhidden);
+  void embeddingBackward(const ActivationArena<T>& arena, const T* dhidden);
+  // A [N, C] buffer for the hidden-state gradient (the workspace's), for callers that
+  // have no buffer of their own.
+  T* hiddenGradient() { return workspace_.dhidden; }
 
+  // The one-process run over the model's own arena, a loop over the pieces: batch x seq
+  // tokens (inputs and targets row-major [batch, seq], ids < vocab, which the caller
+  // guarantees); returns the mean cross-entropy and keeps what backward needs.
+  double forward(std::span<const int32_t> inputs, std::span<const int32_t> targets, int batch);
   // Adds lossScale * d(mean loss)/d(parameters) of the last forward to the gradients.
   void backward(T lossScale = T(1));
 
@@ -88,10 +118,8 @@ class Gpt {
   std::span<T> parameters_;
   std::span<T> gradients_;
   GptObserver* observer_ = nullptr;
+  Workspace<T> workspace_;
   ActivationArena<T> arena_;
-  std::vector<int32_t> inputs_;
-  std::vector<int32_t> targets_;
-  int batch_ = 0;
 };
 
 extern template class Gpt<float>;

@@ -1,46 +1,121 @@
 #include "parallel/model/parameter_layout.h"
 
+#include <map>
+
 namespace cc::parallel {
 
-ParameterLayout::ParameterLayout(const GptConfig& config) {
+Status validatePart(const GptConfig& config, const ModelPart& part) {
+  if (part.firstLayer < 0 || part.endLayer > config.layers || part.firstLayer >= part.endLayer) {
+    return invalidArgument("model part: layers [" + std::to_string(part.firstLayer) + ", " +
+                           std::to_string(part.endLayer) +
+                           ") is not a non-empty range inside the " +
+                           std::to_string(config.layers) + " layers");
+  }
+  if (part.tpSize < 1 || part.tpRank < 0 || part.tpRank >= part.tpSize) {
+    return invalidArgument("model part: tensor-parallel rank " + std::to_string(part.tpRank) +
+                           " of " + std::to_string(part.tpSize) + " is out of range");
+  }
+  if (config.heads % part.tpSize != 0) {
+    return invalidArgument("model part: tensor-parallel size " + std::to_string(part.tpSize) +
+                           " does not divide the heads " + std::to_string(config.heads));
+  }
+  if (config.paddedVocab() % part.tpSize != 0) {
+    return invalidArgument("model part: tensor-parallel size " + std::to_string(part.tpSize) +
+                           " does not divide the padded vocabulary " +
+                           std::to_string(config.paddedVocab()));
+  }
+  return Status::ok();
+}
+
+ParameterLayout::ParameterLayout(const GptConfig& config)
+    : ParameterLayout(config, ModelPart::whole(config)) {}
+
+ParameterLayout::ParameterLayout(const GptConfig& config, const ModelPart& part)
+    : config_(config), part_(part) {
   const size_t vocab = static_cast<size_t>(config.paddedVocab());
   const size_t seq = static_cast<size_t>(config.seq);
   const size_t width = static_cast<size_t>(config.width);
-  wte_ = add("wte.weight", {vocab, width}, true);
-  wpe_ = add("wpe.weight", {seq, width}, true);
-  for (int layer = 0; layer < config.layers; ++layer) {
-    const std::string prefix = "h." + std::to_string(layer) + ".";
-    BlockOffsets block{};
-    block.ln1Weight = add(prefix + "ln_1.weight", {width}, false);
-    block.ln1Bias = add(prefix + "ln_1.bias", {width}, false);
-    block.attnWeight = add(prefix + "attn.c_attn.weight", {width, 3 * width}, true);
-    block.attnBias = add(prefix + "attn.c_attn.bias", {3 * width}, false);
-    block.attnProjWeight = add(prefix + "attn.c_proj.weight", {width, width}, true);
-    block.attnProjBias = add(prefix + "attn.c_proj.bias", {width}, false);
-    block.ln2Weight = add(prefix + "ln_2.weight", {width}, false);
-    block.ln2Bias = add(prefix + "ln_2.bias", {width}, false);
-    block.fcWeight = add(prefix + "mlp.c_fc.weight", {width, 4 * width}, true);
-    block.fcBias = add(prefix + "mlp.c_fc.bias", {4 * width}, false);
-    block.fcProjWeight = add(prefix + "mlp.c_proj.weight", {4 * width, width}, true);
-    block.fcProjBias = add(prefix + "mlp.c_proj.bias", {width}, false);
-    blocks_.push_back(block);
+  shard_.heads = config.heads / part.tpSize;
+  shard_.width = shard_.heads * config.headSize();
+  shard_.hidden = 4 * config.width / part.tpSize;
+  if (hasEmbeddings()) {
+    wte_ = add("wte.weight", {vocab, width}, true, SplitAxis::kRows);
+    wpe_ = add("wpe.weight", {seq, width}, true);
   }
-  lnfWeight_ = add("ln_f.weight", {width}, false);
-  lnfBias_ = add("ln_f.bias", {width}, false);
+  for (int layer = part.firstLayer; layer < part.endLayer; ++layer)
+    blocks_.push_back(addBlock(layer));
+  if (hasHead()) {
+    lnf_ = addLayerNorm("ln_f");
+    headWeight_ =
+        hasEmbeddings() ? wte_ : add("wte.weight", {vocab, width}, true, SplitAxis::kRows);
+  }
+  // A part's tensors seed their initial values as the one-process model's do.
+  if (!part.isWhole(config)) {
+    std::map<std::string, size_t> fullIndex;
+    const ParameterLayout whole(config);
+    for (const TensorSlice& tensor : whole.tensors()) fullIndex[tensor.name] = tensor.fullIndex;
+    for (TensorSlice& tensor : tensors_) tensor.fullIndex = fullIndex.at(tensor.name);
+  }
 }
 
-size_t ParameterLayout::add(std::string name, std::vector<size_t> shape, bool decays) {
+BlockOffsets ParameterLayout::addBlock(int layer) {
+  const size_t width = static_cast<size_t>(config_.width);
+  const size_t hidden = 4 * width;
+  const std::string prefix = "h." + std::to_string(layer) + ".";
+  BlockOffsets block;
+  block.layer = layer;
+  block.begin = totalSize_;
+  block.ln1 = addLayerNorm(prefix + "ln_1");
+  block.attention.qkv = addLinear(prefix + "attn.c_attn", width, 3 * width, SplitAxis::kColumns, 3);
+  block.attention.projection = addLinear(prefix + "attn.c_proj", width, width, SplitAxis::kRows);
+  block.ln2 = addLayerNorm(prefix + "ln_2");
+  block.mlp.fc = addLinear(prefix + "mlp.c_fc", width, hidden, SplitAxis::kColumns);
+  block.mlp.projection = addLinear(prefix + "mlp.c_proj", hidden, width, SplitAxis::kRows);
+  block.end = totalSize_;
+  return block;
+}
+
+LayerNormOffsets ParameterLayout::addLayerNorm(const std::string& name) {
+  const size_t width = static_cast<size_t>(config_.width);
+  LayerNormOffsets offsets;
+  offsets.weight = add(name + ".weight", {width}, false);
+  offsets.bias = add(name + ".bias", {width}, false);
+  return offsets;
+}
+
+LinearOffsets ParameterLayout::addLinear(const std::string& name, size_t in, size_t out,
+                                         SplitAxis split, int fusedParts) {
+  LinearOffsets offsets;
+  offsets.weight = add(name + ".weight", {in, out}, true, split, fusedParts);
+  // A column-parallel bias is cut with its columns; a row-parallel one is whole on every
+  // rank and added once, after the reduction.
+  offsets.bias = add(name + ".bias", {out}, false,
+                     split == SplitAxis::kColumns ? split : SplitAxis::kNone, fusedParts);
+  return offsets;
+}
+
+size_t ParameterLayout::add(std::string name, std::vector<size_t> fullShape, bool decays,
+                            SplitAxis split, int fusedParts) {
+  std::vector<size_t> shape = fullShape;
+  const size_t parts = static_cast<size_t>(part_.tpSize);
+  if (split == SplitAxis::kRows) shape.front() /= parts;
+  if (split == SplitAxis::kColumns) shape.back() /= parts;
   size_t size = 1;
   for (size_t dim : shape) size *= dim;
   const size_t offset = totalSize_;
-  tensors_.push_back(TensorSlice{std::move(name), std::move(shape), offset, size, decays});
+  TensorSlice tensor;
+  tensor.name = std::move(name);
+  tensor.shape = std::move(shape);
+  tensor.fullShape = std::move(fullShape);
+  tensor.offset = offset;
+  tensor.size = size;
+  tensor.decays = decays;
+  tensor.split = split;
+  tensor.fusedParts = split == SplitAxis::kNone ? 1 : fusedParts;
+  tensor.fullIndex = tensors_.size();
+  tensors_.push_back(std::move(tensor));
   totalSize_ += size;
   return offset;
-}
-
-size_t ParameterLayout::blockEnd(int layer) const {
-  const BlockOffsets& offsets = block(layer);
-  return offsets.fcProjBias + tensors_[2 + 12 * static_cast<size_t>(layer) + 11].size;
 }
 
 }  // namespace cc::parallel

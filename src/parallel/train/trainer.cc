@@ -7,32 +7,46 @@
 #include "parallel/checkpoint/checkpoint.h"
 #include "parallel/model/initialize.h"
 #include "parallel/optim/grad_norm.h"
+#include "parallel/zero/stages.h"
 
 namespace cc::parallel {
 namespace {
 
-int worldOf(ccComm_t comm) {
-  int count = 1;
-  if (comm != nullptr && ccCommCount(comm, &count) != ccSuccess) count = 1;
-  return count;
+// This rank's part of the model: the whole of it but for a mesh's pipeline stage or TP shard.
+ParameterLayout layoutFor(const GptConfig& config, const Mesh* mesh) {
+  if (mesh == nullptr || !validatePart(config, mesh->modelPart(config)).isOk()) {
+    return ParameterLayout(config);
+  }
+  return ParameterLayout(config, mesh->modelPart(config));
 }
 
 }  // namespace
 
-Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> source, ccComm_t dpComm)
+Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> source, const Mesh* mesh)
     : options_(options),
       source_(std::move(source)),
-      world_(worldOf(dpComm)),
-      model_(options.model, options.batch,
-             dpComm != nullptr
-                 ? paddedBufferSize(ParameterLayout(options.model).totalSize(), world_)
-                 : 0),
+      world_(mesh != nullptr ? mesh->shape().dp : 1),
+      model_(layoutFor(options.model, mesh), options.batch,
+             mesh != nullptr ? paddedBufferSize(layoutFor(options.model, mesh).totalSize(), world_)
+                             : 0),
       dataParallel_([&]() -> std::unique_ptr<DataParallel> {
         // Every rank initialises the whole model from the seed (the same bits), then
         // ZeRO-3 keeps only its shard.
         initializeParameters(model_.parameters(), options.model, model_.layout(), options.seed);
-        if (dpComm == nullptr) return nullptr;
-        auto created = DataParallel::create(dpComm, model_, options.parallel);
+        if (mesh == nullptr) return nullptr;
+        if (mesh->shape().pp > 1 || mesh->shape().tp > 1) {
+          status_ = invalidArgument("trainer: mesh pp " + std::to_string(mesh->shape().pp) +
+                                    " x tp " + std::to_string(mesh->shape().tp) +
+                                    ": pipeline and tensor parallelism are not in the trainer yet");
+          return nullptr;
+        }
+        auto strategy = makeShardingStrategy(options.parallel);
+        if (!strategy.isOk()) {
+          status_ = strategy.status();
+          return nullptr;
+        }
+        auto created =
+            DataParallel::create(mesh->dp(), model_, options.parallel, std::move(strategy).value());
         if (!created.isOk()) {
           status_ = created.status();
           return nullptr;
@@ -64,52 +78,56 @@ Result<StepResult> Trainer::tryStep() {
   CC_TRY(status_);
   const auto start = std::chrono::steady_clock::now();
   StepResult result;
-  if (dataParallel_) {
-    const Status stepped = collectiveStep(result);
-    if (!stepped.isOk()) {
-      status_ = stepped;
-      return stepped;
-    }
-  } else {
-    const int64_t stepIndex = optimizer_.step();
-    model_.zeroGradients();
-    double lossSum = 0;
-    const float microScale = 1.0f / static_cast<float>(options_.gradAccum);
-    for (int micro = 0; micro < options_.gradAccum; ++micro) {
-      source_->fill(stepIndex * options_.gradAccum + micro, inputs_, targets_);
-      lossSum += model_.forward(inputs_, targets_, options_.batch);
-      model_.backward(microScale);
-    }
-    result.gradNorm = globalNorm(model_.gradients());
-    result.lr = schedule_.at(stepIndex);
-    optimizer_.update(model_.parameters(), model_.gradients(), model_.layout(), result.lr,
-                      clipScale(result.gradNorm, options_.clip));
-    result.loss = lossSum / options_.gradAccum;
+  const Status stepped = runStep(result);
+  if (!stepped.isOk()) {
+    status_ = stepped;
+    return stepped;
   }
   result.step = optimizer_.step();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 
-Status Trainer::collectiveStep(StepResult& result) {
-  DataParallel& dp = *dataParallel_;
+// The one step loop. Each parallel kind plugs in at its hooks: data parallelism starts
+// the gradient reductions from the model's observer during the last micro-batch's
+// backward, waits for them in finishGradients and owns the optimizer step's sharding.
+Status Trainer::runStep(StepResult& result) {
+  DataParallel* dp = dataParallel_.get();
   const int64_t stepIndex = optimizer_.step();
-  CC_TRY(dp.beginStep());
+  if (dp != nullptr) {
+    CC_TRY(dp->beginStep());
+  } else {
+    model_.zeroGradients();
+  }
   double lossSum = 0;
   const float microScale = 1.0f / static_cast<float>(options_.gradAccum);
   for (int micro = 0; micro < options_.gradAccum; ++micro) {
     // The source was made with this rank's (rank, world): global batch index x world + rank.
     source_->fill(stepIndex * options_.gradAccum + micro, inputs_, targets_);
-    CC_TRY(dp.beginMicroBatch(micro + 1 == options_.gradAccum));
+    if (dp != nullptr) CC_TRY(dp->beginMicroBatch(micro + 1 == options_.gradAccum));
     lossSum += model_.forward(inputs_, targets_, options_.batch);
     model_.backward(microScale);
-    CC_TRY(dp.endMicroBatch());
+    if (dp != nullptr) CC_TRY(dp->endMicroBatch());
   }
-  CC_ASSIGN_OR_RETURN(result.gradNorm, dp.finishGradients());
-  result.gradientWaitSeconds = dp.gradientWaitSeconds();
-  CC_ASSIGN_OR_RETURN(result.loss, dp.average(lossSum / options_.gradAccum));
+  CC_ASSIGN_OR_RETURN(result.gradNorm, finishGradients());
+  result.loss = lossSum / options_.gradAccum;
+  if (dp != nullptr) {
+    result.gradientWaitSeconds = dp->gradientWaitSeconds();
+    CC_ASSIGN_OR_RETURN(result.loss, dp->average(result.loss));
+  }
   result.lr = schedule_.at(stepIndex);
-  return dp.update(optimizer_, result.lr, clipScale(result.gradNorm, options_.clip));
+  return update(result.lr, clipScale(result.gradNorm, options_.clip));
+}
+
+Result<double> Trainer::finishGradients() {
+  if (dataParallel_) return dataParallel_->finishGradients();
+  return globalNorm(model_.gradients());
+}
+
+Status Trainer::update(float lr, float gradientScale) {
+  if (dataParallel_) return dataParallel_->update(optimizer_, lr, gradientScale);
+  optimizer_.update(model_.parameters(), model_.gradients(), model_.layout(), lr, gradientScale);
+  return Status::ok();
 }
 
 double Trainer::evaluate(const BatchSource& source, int batches) {

@@ -4,11 +4,14 @@
 // global norm and updates. Everything that decides a step's result is a function of the
 // step number and the checkpointed state, so a resumed run is bit-for-bit the same run.
 //
-// Given a DP communicator, the same loop runs data-parallel (dp/data_parallel.h): each
-// rank reads its own slice of every global batch (the source's rank/world), the
-// gradients are averaged over the ranks, and with ZeRO the optimizer state, gradients
-// and parameters are sharded. Rank count N with B sequences per rank is the one-process
-// run with N x B sequences, to fp32 rounding. Checkpoints keep the one-process layout.
+// Given the job's mesh (mesh/mesh.h), the same loop runs over it: the model holds this
+// rank's part (mesh.modelPart), and data parallelism (dp/data_parallel.h, with the ZeRO
+// stage from zero/stages.h) plugs into the loop's hooks: each rank reads its own slice of
+// every global batch (the source's rank/world), the gradients are averaged over the DP
+// ranks, and with ZeRO the optimizer state, gradients and parameters are sharded. Rank
+// count N with B sequences per rank is the one-process run with N x B sequences, to fp32
+// rounding. Checkpoints keep the one-process layout. Pipeline and tensor parallelism
+// (pp, tp > 1) are refused until their issues land.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +22,7 @@
 #include "core/status.h"
 #include "parallel/data/batch_source.h"
 #include "parallel/dp/data_parallel.h"
+#include "parallel/mesh/mesh.h"
 #include "parallel/model/gpt.h"
 #include "parallel/optim/adamw.h"
 #include "parallel/optim/lr_schedule.h"
@@ -35,7 +39,7 @@ struct TrainOptions {
   float clip = 1.0f;  // global-norm clipping; <= 0 turns it off
   AdamWOptions adamw;
   uint64_t seed = 1337;
-  DataParallelOptions parallel;  // used when the trainer is given a DP communicator
+  DataParallelOptions parallel;  // used when the trainer is given a mesh
 };
 
 struct StepResult {
@@ -49,10 +53,11 @@ struct StepResult {
 
 class Trainer {
  public:
-  // dpComm: none for one process; else the DP communicator (collective construction;
-  // check status()). The source must already read this rank's slice.
+  // mesh: none for one process (no communicator at all); else the job's mesh, which must
+  // outlive the trainer (collective construction; check status()). The source must
+  // already read this rank's slice.
   Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> source,
-          ccComm_t dpComm = nullptr);
+          const Mesh* mesh = nullptr);
   ~Trainer();
 
   // Whether setting up data parallelism worked (always ok on one process).
@@ -88,7 +93,9 @@ class Trainer {
   const DataParallel* dataParallel() const { return dataParallel_.get(); }
 
  private:
-  Status collectiveStep(StepResult& result);
+  Status runStep(StepResult& result);
+  Result<double> finishGradients();
+  Status update(float lr, float gradientScale);
 
   TrainOptions options_;
   std::unique_ptr<BatchSource> source_;

@@ -3,17 +3,16 @@
 #include <algorithm>
 #include <cstring>
 
-#include "parallel/dp/cc_call.h"
+#include "parallel/mesh/cc_call.h"
 
 namespace cc::parallel {
 
 LayerGather::LayerGather(Gpt<float>& model, std::vector<Segment> units,
-                         std::vector<ShardPiece> pieces, int rank, ccComm_t comm, ccStream_t stream)
+                         std::vector<ShardPiece> pieces, ccComm_t comm, ccStream_t stream)
     : model_(model),
       units_(std::move(units)),
       pieces_(std::move(pieces)),
       states_(units_.size(), State::kReleased),
-      rank_(rank),
       comm_(comm),
       stream_(stream) {}
 
@@ -25,7 +24,6 @@ Status LayerGather::gather(size_t unit) {
   // In place: this rank's piece goes to its spot in the full buffer, then the gather
   // fills in everyone else's around it.
   std::memcpy(full + piece.begin, shard_.data() + piece.stateOffset, piece.count * sizeof(float));
-  (void)rank_;
   states_[unit] = State::kInFlight;
   return ccCall(
       ccAllGather(full + piece.begin, full + segment.begin, piece.count, ccFloat32, comm_, stream_),

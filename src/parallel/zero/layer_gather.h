@@ -25,7 +25,7 @@ class LayerGather {
   // units ascending (layerUnits); pieces[u] is this rank's piece of units[u], whose
   // values live at shard[pieces[u].stateOffset].
   LayerGather(Gpt<float>& model, std::vector<Segment> units, std::vector<ShardPiece> pieces,
-              int rank, ccComm_t comm, ccStream_t stream);
+              ccComm_t comm, ccStream_t stream);
 
   void setShard(std::span<const float> shard) { shard_ = shard; }
 
@@ -54,7 +54,6 @@ class LayerGather {
   std::vector<ShardPiece> pieces_;
   std::vector<State> states_;
   std::span<const float> shard_;
-  int rank_;
   ccComm_t comm_;
   ccStream_t stream_;
 };

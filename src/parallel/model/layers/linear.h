@@ -9,36 +9,70 @@
 
 namespace cc::parallel::layers {
 
-// out[rows, outWidth] = inp[rows, inWidth] @ weight[inWidth, outWidth] + bias (bias may be null).
+// The bias is a step of its own, so that a layer can place it: a dense or column-parallel
+// linear seeds its output with the bias and lets the GEMM accumulate onto it
+// (linearForward); a row-parallel linear multiplies, reduces the partial products across
+// its ranks, and only then adds the bias, once (matmulForward, a reduction, addBias).
+
+// out[rows, outWidth] = inp[rows, inWidth] @ weight[inWidth, outWidth] (+= with accumulate).
+template <typename T>
+void matmulForward(T* out, const T* inp, const T* weight, int rows, int inWidth, int outWidth,
+                   bool accumulate = false) {
+  gemm(Op::kNone, Op::kNone, rows, outWidth, inWidth, T(1), inp, inWidth, weight, outWidth,
+       accumulate ? T(1) : T(0), out, outWidth);
+}
+
+// Every row of out[rows, width] set to bias.
+template <typename T>
+void broadcastBias(T* out, const T* bias, int rows, int width) {
+  const size_t n = static_cast<size_t>(width);
+  for (size_t r = 0; r < static_cast<size_t>(rows); ++r) {
+    for (size_t i = 0; i < n; ++i) out[r * n + i] = bias[i];
+  }
+}
+
+// Every row of out[rows, width] += bias.
+template <typename T>
+void addBias(T* out, const T* bias, int rows, int width) {
+  const size_t n = static_cast<size_t>(width);
+  for (size_t r = 0; r < static_cast<size_t>(rows); ++r) {
+    for (size_t i = 0; i < n; ++i) out[r * n + i] += bias[i];
+  }
+}
+
+// out = inp @ weight + bias (bias may be null): the bias seeds the GEMM's accumulator.
 template <typename T>
 void linearForward(T* out, const T* inp, const T* weight, const T* bias, int rows, int inWidth,
                    int outWidth) {
-  const size_t n = static_cast<size_t>(outWidth);
-  T beta = 0;
-  if (bias != nullptr) {
-    for (size_t r = 0; r < static_cast<size_t>(rows); ++r) {
-      for (size_t i = 0; i < n; ++i) out[r * n + i] = bias[i];
-    }
-    beta = 1;
-  }
-  gemm(Op::kNone, Op::kNone, rows, outWidth, inWidth, T(1), inp, inWidth, weight, outWidth, beta,
-       out, outWidth);
+  if (bias != nullptr) broadcastBias(out, bias, rows, outWidth);
+  matmulForward(out, inp, weight, rows, inWidth, outWidth, bias != nullptr);
 }
 
-// Accumulates dinp += dout @ weight^T, dweight += inp^T @ dout, dbias += column sums of dout.
+// Accumulates dinp += dout @ weight^T and dweight += inp^T @ dout.
 template <typename T>
-void linearBackward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
-                    int rows, int inWidth, int outWidth) {
+void matmulBackward(T* dinp, T* dweight, const T* dout, const T* inp, const T* weight, int rows,
+                    int inWidth, int outWidth) {
   gemm(Op::kNone, Op::kTranspose, rows, inWidth, outWidth, T(1), dout, outWidth, weight, outWidth,
        T(1), dinp, inWidth);
   gemm(Op::kTranspose, Op::kNone, inWidth, outWidth, rows, T(1), inp, inWidth, dout, outWidth, T(1),
        dweight, outWidth);
-  if (dbias != nullptr) {
-    const size_t n = static_cast<size_t>(outWidth);
-    for (size_t r = 0; r < static_cast<size_t>(rows); ++r) {
-      for (size_t i = 0; i < n; ++i) dbias[i] += dout[r * n + i];
-    }
+}
+
+// Accumulates dbias += the column sums of dout[rows, width].
+template <typename T>
+void biasBackward(T* dbias, const T* dout, int rows, int width) {
+  const size_t n = static_cast<size_t>(width);
+  for (size_t r = 0; r < static_cast<size_t>(rows); ++r) {
+    for (size_t i = 0; i < n; ++i) dbias[i] += dout[r * n + i];
   }
+}
+
+// matmulBackward, then biasBackward where dbias is not null.
+template <typename T>
+void linearBackward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                    int rows, int inWidth, int outWidth) {
+  matmulBackward(dinp, dweight, dout, inp, weight, rows, inWidth, outWidth);
+  if (dbias != nullptr) biasBackward(dbias, dout, rows, outWidth);
 }
 
 // The tied head: logits[rows, vocab] = inp[rows, width] @ wte[vocab, width]^T.

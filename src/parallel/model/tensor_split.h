@@ -1,0 +1,73 @@
+// Moving a tensor-parallel shard between its place in a rank's buffer and the
+// one-process tensor (parameter_layout.h says how each tensor is split). Checkpoints hold
+// the one-process layout, so saving puts every TP rank's shard into the full tensor and
+// loading takes a rank's shard back out of it; initialisation makes the full tensor from
+// the seed and keeps the shard, so a split model starts from the one-process values.
+//
+// The full tensor is viewed as [rows, columns] (columns its last dimension, rows the
+// product of the others). kRows gives rank r rows [r rows/tp, (r+1) rows/tp); kColumns
+// cuts each of the fusedParts column blocks into tp pieces and gives rank r the r-th piece
+// of each, side by side.
+#pragma once
+
+#include "parallel/model/parameter_layout.h"
+
+#include <cstring>
+#include <span>
+
+namespace cc::parallel {
+
+namespace split_detail {
+
+// Calls copy(shardElement, fullElement, count) for every run of consecutive elements that
+// tensor's shard `tpRank` of `tpSize` shares with the full tensor.
+template <typename Copy>
+void forEachRun(const TensorSlice& tensor, int tpRank, int tpSize, Copy copy) {
+  const size_t columns = tensor.fullShape.back();
+  size_t rows = 1;
+  for (size_t dim = 0; dim + 1 < tensor.fullShape.size(); ++dim) rows *= tensor.fullShape[dim];
+  const size_t rank = static_cast<size_t>(tpRank);
+  const size_t parts = static_cast<size_t>(tpSize);
+  switch (tensor.split) {
+    case SplitAxis::kNone:
+      copy(0, 0, tensor.size);
+      return;
+    case SplitAxis::kRows: {
+      const size_t shardRows = rows / parts;
+      copy(0, rank * shardRows * columns, shardRows * columns);
+      return;
+    }
+    case SplitAxis::kColumns: {
+      const size_t fused = static_cast<size_t>(tensor.fusedParts);
+      const size_t partColumns = columns / fused;   // q's (k's, v's) columns in the full tensor
+      const size_t pieceColumns = partColumns / parts;
+      const size_t shardColumns = pieceColumns * fused;
+      for (size_t row = 0; row < rows; ++row) {
+        for (size_t part = 0; part < fused; ++part) {
+          copy(row * shardColumns + part * pieceColumns, row * columns + part * partColumns + rank * pieceColumns,
+               pieceColumns);
+        }
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace split_detail
+
+// full: the one-process tensor (fullShape); shard: tensor.size elements.
+template <typename T>
+void takeShard(const TensorSlice& tensor, int tpRank, int tpSize, std::span<const T> full, std::span<T> shard) {
+  split_detail::forEachRun(tensor, tpRank, tpSize, [&](size_t shardAt, size_t fullAt, size_t count) {
+    std::memcpy(shard.data() + shardAt, full.data() + fullAt, count * sizeof(T));
+  });
+}
+
+template <typename T>
+void placeShard(const TensorSlice& tensor, int tpRank, int tpSize, std::span<const T> shard, std::span<T> full) {
+  split_detail::forEachRun(tensor, tpRank, tpSize, [&](size_t shardAt, size_t fullAt, size_t count) {
+    std::memcpy(full.data() + fullAt, shard.data() + shardAt, count * sizeof(T));
+  });
+}
+
+}  // namespace cc::parallel
