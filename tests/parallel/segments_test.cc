@@ -24,8 +24,7 @@ TEST(Segments, TileThePaddedBufferInWholeShards) {
     EXPECT_EQ(padded % static_cast<size_t>(world), 0u);
     EXPECT_LT(padded - layout.totalSize(), static_cast<size_t>(world));
     for (const std::vector<Segment>& segments :
-         {gradientBuckets(padded, 10000, world),
-          layerUnits(layout, padded, world)}) {
+         {gradientBuckets(padded, 10000, world), layerUnits(layout, padded, world)}) {
       // Gradient buckets run downwards, units upwards: sort to check the tiling.
       std::vector<Segment> sorted = segments;
       std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
@@ -68,7 +67,8 @@ TEST(Segments, TensorAlignedBucketsAreRunsOfWholeTensors) {
       bool startsATensor = false;
       for (const TensorSlice& tensor : layout.tensors()) {
         startsATensor |= tensor.offset == bucket.begin;
-        const bool straddles = tensor.offset < bucket.begin && tensor.offset + tensor.size > bucket.begin;
+        const bool straddles =
+            tensor.offset < bucket.begin && tensor.offset + tensor.size > bucket.begin;
         EXPECT_FALSE(straddles) << tensor.name << " straddles a bucket boundary";
       }
       EXPECT_TRUE(startsATensor);

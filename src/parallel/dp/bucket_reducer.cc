@@ -15,14 +15,15 @@ std::string describeBucket(const char* operation, const Bucket& bucket) {
 
 Status AveragingReducer::allReduce(const Bucket& bucket, ccComm_t comm, ccStream_t stream) {
   float* values = bucket.gradients.data();
-  return ccCall(ccAllReduce(values, values, bucket.gradients.size(), ccFloat32, ccAvg, comm, stream),
-                comm, describeBucket("all-reduce", bucket));
+  return ccCall(
+      ccAllReduce(values, values, bucket.gradients.size(), ccFloat32, ccAvg, comm, stream), comm,
+      describeBucket("all-reduce", bucket));
 }
 
 Status AveragingReducer::reduceScatter(const Bucket& bucket, std::span<float> shard, ccComm_t comm,
                                        ccStream_t stream) {
-  return ccCall(ccReduceScatter(bucket.gradients.data(), shard.data(), shard.size(), ccFloat32, ccAvg,
-                                comm, stream),
+  return ccCall(ccReduceScatter(bucket.gradients.data(), shard.data(), shard.size(), ccFloat32,
+                                ccAvg, comm, stream),
                 comm, describeBucket("reduce-scatter", bucket));
 }
 

@@ -19,9 +19,9 @@
 namespace cc::parallel {
 
 struct Bucket {
-  size_t index = 0;             // in launch order
-  size_t begin = 0;             // its slice of the padded gradient buffer: [begin, begin + size)
-  std::span<float> gradients;   // that slice
+  size_t index = 0;            // in launch order
+  size_t begin = 0;            // its slice of the padded gradient buffer: [begin, begin + size)
+  std::span<float> gradients;  // that slice
   // The layout's tensors lying wholly inside the bucket (all of its tensors when buckets
   // are aligned to tensors; otherwise a tensor may straddle two buckets and is not listed).
   std::span<const TensorSlice> tensors;

@@ -4,8 +4,8 @@
 
 namespace cc::parallel {
 
-std::vector<Segment> ShardingStrategy::segments(const Gpt<float>& /*model*/, size_t padded, int world,
-                                                size_t bucketElements) const {
+std::vector<Segment> ShardingStrategy::segments(const Gpt<float>& /*model*/, size_t padded,
+                                                int world, size_t bucketElements) const {
   return gradientBuckets(padded, bucketElements, world);
 }
 

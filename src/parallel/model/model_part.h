@@ -19,7 +19,9 @@ struct ModelPart {
   bool hasEmbeddings() const { return firstLayer == 0; }
   bool hasHead(const GptConfig& config) const { return endLayer == config.layers; }
   int layers() const { return endLayer - firstLayer; }
-  bool isWhole(const GptConfig& config) const { return hasEmbeddings() && hasHead(config) && tpSize == 1; }
+  bool isWhole(const GptConfig& config) const {
+    return hasEmbeddings() && hasHead(config) && tpSize == 1;
+  }
 };
 
 // A non-empty layer range inside the model, a TP rank inside [0, tpSize), and tpSize

@@ -10,10 +10,10 @@
 // of each, side by side.
 #pragma once
 
-#include "parallel/model/parameter_layout.h"
-
 #include <cstring>
 #include <span>
+
+#include "parallel/model/parameter_layout.h"
 
 namespace cc::parallel {
 
@@ -39,13 +39,13 @@ void forEachRun(const TensorSlice& tensor, int tpRank, int tpSize, Copy copy) {
     }
     case SplitAxis::kColumns: {
       const size_t fused = static_cast<size_t>(tensor.fusedParts);
-      const size_t partColumns = columns / fused;   // q's (k's, v's) columns in the full tensor
+      const size_t partColumns = columns / fused;  // q's (k's, v's) columns in the full tensor
       const size_t pieceColumns = partColumns / parts;
       const size_t shardColumns = pieceColumns * fused;
       for (size_t row = 0; row < rows; ++row) {
         for (size_t part = 0; part < fused; ++part) {
-          copy(row * shardColumns + part * pieceColumns, row * columns + part * partColumns + rank * pieceColumns,
-               pieceColumns);
+          copy(row * shardColumns + part * pieceColumns,
+               row * columns + part * partColumns + rank * pieceColumns, pieceColumns);
         }
       }
       return;
@@ -57,17 +57,21 @@ void forEachRun(const TensorSlice& tensor, int tpRank, int tpSize, Copy copy) {
 
 // full: the one-process tensor (fullShape); shard: tensor.size elements.
 template <typename T>
-void takeShard(const TensorSlice& tensor, int tpRank, int tpSize, std::span<const T> full, std::span<T> shard) {
-  split_detail::forEachRun(tensor, tpRank, tpSize, [&](size_t shardAt, size_t fullAt, size_t count) {
-    std::memcpy(shard.data() + shardAt, full.data() + fullAt, count * sizeof(T));
-  });
+void takeShard(const TensorSlice& tensor, int tpRank, int tpSize, std::span<const T> full,
+               std::span<T> shard) {
+  split_detail::forEachRun(
+      tensor, tpRank, tpSize, [&](size_t shardAt, size_t fullAt, size_t count) {
+        std::memcpy(shard.data() + shardAt, full.data() + fullAt, count * sizeof(T));
+      });
 }
 
 template <typename T>
-void placeShard(const TensorSlice& tensor, int tpRank, int tpSize, std::span<const T> shard, std::span<T> full) {
-  split_detail::forEachRun(tensor, tpRank, tpSize, [&](size_t shardAt, size_t fullAt, size_t count) {
-    std::memcpy(full.data() + fullAt, shard.data() + shardAt, count * sizeof(T));
-  });
+void placeShard(const TensorSlice& tensor, int tpRank, int tpSize, std::span<const T> shard,
+                std::span<T> full) {
+  split_detail::forEachRun(
+      tensor, tpRank, tpSize, [&](size_t shardAt, size_t fullAt, size_t count) {
+        std::memcpy(full.data() + fullAt, shard.data() + shardAt, count * sizeof(T));
+      });
 }
 
 }  // namespace cc::parallel

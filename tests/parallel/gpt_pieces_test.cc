@@ -1,0 +1,183 @@
+// The model as a row of pieces (model/gpt.h): two pipeline stages run one after the other,
+// handing the hidden state forward and its gradient back, reproduce the whole model; two
+// micro-batches in flight in arenas of their own, backward in the reverse order (as 1F1B
+// runs them), give the sequential run's losses and gradients; the activation memory is the
+// documented formula.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "parallel/model/gpt.h"
+#include "parallel/model/initialize.h"
+#include "parallel/model/rng.h"
+
+namespace cc::parallel {
+namespace {
+
+GptConfig tinyConfig() {
+  GptConfig config;
+  config.vocab = 11;
+  config.vocabMultiple = 8;
+  config.seq = 5;
+  config.layers = 3;
+  config.heads = 2;
+  config.width = 8;
+  return config;
+}
+
+std::vector<int32_t> tokensFor(const GptConfig& config, int batch, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<int32_t> tokens(static_cast<size_t>(batch * config.seq));
+  for (int32_t& token : tokens) {
+    token = static_cast<int32_t>(rng.below(static_cast<uint64_t>(config.vocab)));
+  }
+  return tokens;
+}
+
+template <typename T>
+void initialize(Gpt<T>& model, uint64_t seed) {
+  std::vector<float> values(model.layout().totalSize());
+  initializeParameters(values, model.config(), model.layout(), seed);
+  std::copy(values.begin(), values.end(), model.parameters().begin());
+}
+
+// The values of tensor `name` in a model's gradient buffer.
+template <typename T>
+std::vector<T> gradientOf(const Gpt<T>& model, const std::string& name) {
+  for (const TensorSlice& tensor : model.layout().tensors()) {
+    if (tensor.name == name) {
+      auto values = model.gradients().subspan(tensor.offset, tensor.size);
+      return {values.begin(), values.end()};
+    }
+  }
+  ADD_FAILURE() << "no tensor " << name;
+  return {};
+}
+
+TEST(GptPieces, TwoStagesInSequenceReproduceTheWholeModel) {
+  const GptConfig config = tinyConfig();
+  const int batch = 2;
+  const auto inputs = tokensFor(config, batch, 1);
+  const auto targets = tokensFor(config, batch, 2);
+  Gpt<double> whole(config, batch);
+  initialize(whole, 9);
+  whole.zeroGradients();
+  const double wholeLoss = whole.forward(inputs, targets, batch);
+  whole.backward(1.0);
+
+  Gpt<double> first(ParameterLayout(config, ModelPart{0, 1, 1, 0}), batch);
+  Gpt<double> last(ParameterLayout(config, ModelPart{1, 3, 1, 0}), batch);
+  initialize(first, 9);
+  initialize(last, 9);
+  first.zeroGradients();
+  last.zeroGradients();
+  ActivationArena<double> firstArena = first.makeArena(batch);
+  ActivationArena<double> lastArena = last.makeArena(batch);
+  const size_t hidden = static_cast<size_t>(batch * config.seq * config.width);
+
+  firstArena.setBatch(inputs, {}, batch);
+  first.embeddingForward(firstArena);
+  first.blockForward(0, firstArena);
+  // The "send": the first stage's output is the last stage's input.
+  lastArena.setBatch({}, targets, batch);
+  std::memcpy(lastArena.input(), firstArena.output(), hidden * sizeof(double));
+  for (int layer = 1; layer < 3; ++layer) last.blockForward(layer, lastArena);
+  const double stagedLoss = last.headForward(lastArena);
+  EXPECT_EQ(stagedLoss, wholeLoss) << "the same operations in the same order";
+
+  std::vector<double> dhidden(hidden);
+  last.headBackward(lastArena, dhidden.data(), 1.0);
+  for (int layer = 2; layer >= 1; --layer) last.blockBackward(layer, lastArena, dhidden.data());
+  first.blockBackward(0, firstArena, dhidden.data());
+  first.embeddingBackward(firstArena, dhidden.data());
+
+  for (const TensorSlice& tensor : whole.layout().tensors()) {
+    const std::vector<double> expected = gradientOf(whole, tensor.name);
+    std::vector<double> staged(expected.size(), 0.0);
+    // wte's gradient is the sum of the embedding's (first stage) and the tied head's
+    // (last stage), added in another order than the whole model adds them.
+    for (const Gpt<double>* stage : {&first, &last}) {
+      for (const TensorSlice& mine : stage->layout().tensors()) {
+        if (mine.name != tensor.name) continue;
+        const std::vector<double> part = gradientOf(*stage, tensor.name);
+        for (size_t i = 0; i < part.size(); ++i) staged[i] += part[i];
+      }
+    }
+    for (size_t i = 0; i < expected.size(); ++i) {
+      if (tensor.name == "wte.weight") {
+        ASSERT_NEAR(staged[i], expected[i], 1e-15 + 1e-12 * std::abs(expected[i])) << tensor.name;
+      } else {
+        ASSERT_EQ(staged[i], expected[i]) << tensor.name << "[" << i << "]";
+      }
+    }
+  }
+}
+
+TEST(GptPieces, MicroBatchesInFlightGiveTheSequentialRun) {
+  const GptConfig config = tinyConfig();
+  const int batch = 2;
+  const auto inputsA = tokensFor(config, batch, 3), targetsA = tokensFor(config, batch, 4);
+  const auto inputsB = tokensFor(config, batch, 5), targetsB = tokensFor(config, batch, 6);
+
+  Gpt<double> sequential(config, batch);
+  initialize(sequential, 11);
+  sequential.zeroGradients();
+  const double lossA = sequential.forward(inputsA, targetsA, batch);
+  sequential.backward(0.5);
+  const double lossB = sequential.forward(inputsB, targetsB, batch);
+  sequential.backward(0.5);
+
+  Gpt<double> model(config, batch);
+  initialize(model, 11);
+  model.zeroGradients();
+  std::vector<ActivationArena<double>> arenas;
+  arenas.push_back(model.makeArena(batch));
+  arenas.push_back(model.makeArena(batch));
+  auto forward = [&](ActivationArena<double>& arena, const std::vector<int32_t>& inputs,
+                     const std::vector<int32_t>& targets) {
+    arena.setBatch(inputs, targets, batch);
+    model.embeddingForward(arena);
+    for (int layer = 0; layer < config.layers; ++layer) model.blockForward(layer, arena);
+    return model.headForward(arena);
+  };
+  auto backward = [&](ActivationArena<double>& arena) {
+    double* dhidden = model.hiddenGradient();
+    model.headBackward(arena, dhidden, 0.5);
+    for (int layer = config.layers - 1; layer >= 0; --layer) model.blockBackward(layer, arena, dhidden);
+    model.embeddingBackward(arena, dhidden);
+  };
+  // Both forwards first, then the backwards newest first: each arena keeps its own.
+  EXPECT_EQ(forward(arenas[0], inputsA, targetsA), lossA);
+  EXPECT_EQ(forward(arenas[1], inputsB, targetsB), lossB);
+  backward(arenas[1]);
+  backward(arenas[0]);
+  const auto expected = sequential.gradients();
+  const auto actual = model.gradients();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    // The two micro-batches' contributions add in the other order.
+    ASSERT_NEAR(actual[i], expected[i], 1e-15 + 1e-12 * std::abs(expected[i])) << i;
+  }
+}
+
+TEST(GptPieces, ActivationMemoryIsTheDocumentedFormula) {
+  // docs/TRAINING.md, "Memory": A in floats for one micro-batch in flight.
+  for (int batch : {1, 3}) {
+    GptConfig config = tinyConfig();
+    config.layers = 4;
+    const size_t b = static_cast<size_t>(batch), t = static_cast<size_t>(config.seq);
+    const size_t c = static_cast<size_t>(config.width), h = static_cast<size_t>(config.heads);
+    const size_t l = static_cast<size_t>(config.layers);
+    const size_t vp = static_cast<size_t>(config.paddedVocab());
+    const size_t formula = l * (b * t * (16 * c + 4) + b * h * t * t) + b * t * (3 * c + 3 + vp) +
+                           b * t * (14 * c + vp) + t * t + 2 * c;
+    EXPECT_EQ(activationElementCount(ParameterLayout(config), batch), formula);
+    // Each further micro-batch in flight costs one arena, not another workspace.
+    const size_t arena = ActivationArena<float>::elementCount(ParameterLayout(config), batch);
+    EXPECT_EQ(activationElementCount(ParameterLayout(config), batch, 3), formula + 2 * arena);
+  }
+}
+
+}  // namespace
+}  // namespace cc::parallel
