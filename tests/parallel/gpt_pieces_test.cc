@@ -145,7 +145,8 @@ TEST(GptPieces, MicroBatchesInFlightGiveTheSequentialRun) {
   auto backward = [&](ActivationArena<double>& arena) {
     double* dhidden = model.hiddenGradient();
     model.headBackward(arena, dhidden, 0.5);
-    for (int layer = config.layers - 1; layer >= 0; --layer) model.blockBackward(layer, arena, dhidden);
+    for (int layer = config.layers - 1; layer >= 0; --layer)
+      model.blockBackward(layer, arena, dhidden);
     model.embeddingBackward(arena, dhidden);
   };
   // Both forwards first, then the backwards newest first: each arena keeps its own.

@@ -92,6 +92,50 @@ TEST(LayerGradients, Linear) {
   expectGradientMatches("bias", bias, added(dbias, kPreload), objective);
 }
 
+// What a row-parallel linear does on two ranks: each multiplies its rows of the weight by
+// its columns of the input (matmulForward), the partial products are summed (the
+// all-reduce) and the bias is added once after (addBias); backward keeps the bias
+// gradient whole (biasBackward) and each rank's input gradient for its columns only.
+TEST(LayerGradients, RowParallelSplitAddsTheBiasOnceAfterTheSum) {
+  const int rows = 4, inWidth = 6, outWidth = 3, half = inWidth / 2;
+  const auto inp = randomVector(rows * inWidth, 30);
+  const auto weight = randomVector(inWidth * outWidth, 31);
+  const auto bias = randomVector(outWidth, 32);
+  const auto upstream = randomVector(rows * outWidth, 33);
+  std::vector<double> whole(rows * outWidth);
+  linearForward(whole.data(), inp.data(), weight.data(), bias.data(), rows, inWidth, outWidth);
+  std::vector<double> dinpWhole(inp.size(), 0.0), dweightWhole(weight.size(), 0.0),
+      dbiasWhole(bias.size(), 0.0);
+  linearBackward(dinpWhole.data(), dweightWhole.data(), dbiasWhole.data(), upstream.data(),
+                 inp.data(), weight.data(), rows, inWidth, outWidth);
+
+  std::vector<double> sum(rows * outWidth, 0.0), dbias(bias.size(), 0.0);
+  biasBackward(dbias.data(), upstream.data(), rows, outWidth);
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<double> columns(rows * half), dcolumns(rows * half, 0.0);
+    for (int r = 0; r < rows; ++r) {
+      for (int j = 0; j < half; ++j) columns[r * half + j] = inp[r * inWidth + rank * half + j];
+    }
+    const double* weightRows = weight.data() + rank * half * outWidth;
+    std::vector<double> partial(rows * outWidth), dweightRows(half * outWidth, 0.0);
+    matmulForward(partial.data(), columns.data(), weightRows, rows, half, outWidth);
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += partial[i];
+    matmulBackward(dcolumns.data(), dweightRows.data(), upstream.data(), columns.data(), weightRows,
+                   rows, half, outWidth);
+    for (int r = 0; r < rows; ++r) {
+      for (int j = 0; j < half; ++j) {
+        EXPECT_NEAR(dcolumns[r * half + j], dinpWhole[r * inWidth + rank * half + j], 1e-12);
+      }
+    }
+    for (size_t i = 0; i < dweightRows.size(); ++i) {
+      EXPECT_NEAR(dweightRows[i], dweightWhole[rank * half * outWidth + i], 1e-12);
+    }
+  }
+  addBias(sum.data(), bias.data(), rows, outWidth);
+  for (size_t i = 0; i < whole.size(); ++i) EXPECT_NEAR(sum[i], whole[i], 1e-12);
+  for (size_t i = 0; i < bias.size(); ++i) EXPECT_EQ(dbias[i], dbiasWhole[i]);
+}
+
 TEST(LayerGradients, TiedHead) {
   const int rows = 3, width = 4, vocab = 6;
   auto inp = randomVector(rows * width, 12);

@@ -66,7 +66,8 @@ TEST(AdamW, DecaysOnlyTheTensorsTheLayoutMarks) {
   optimizer.update(parameters, zeroGradients, layout, lr, 1.0f);
   for (const TensorSlice& tensor : layout.tensors()) {
     for (size_t i = tensor.offset; i < tensor.offset + tensor.size; ++i) {
-      const float expected = tensor.decays ? before[i] * (1.0f - lr * options.weightDecay) : before[i];
+      const float expected =
+          tensor.decays ? before[i] * (1.0f - lr * options.weightDecay) : before[i];
       ASSERT_FLOAT_EQ(parameters[i], expected) << tensor.name;
     }
   }
@@ -91,7 +92,8 @@ TEST(AdamW, PiecesInAnyCutGiveTheWholeStepsBits) {
     for (size_t i = 0; i + 1 < std::size(cuts); ++i) {
       const size_t count = cuts[i + 1] - cuts[i];
       stateOffset -= count;
-      pieces.push_back({pieced.data() + cuts[i], gradients.data() + cuts[i], cuts[i], count, stateOffset});
+      pieces.push_back(
+          {pieced.data() + cuts[i], gradients.data() + cuts[i], cuts[i], count, stateOffset});
     }
     sharded.updatePieces(pieces, layout, 1e-2f, 0.7f);
   }

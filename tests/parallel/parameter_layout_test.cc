@@ -162,7 +162,8 @@ TEST(ParameterLayout, PartsInitialiseToTheirPieceOfTheOneProcessModel) {
   const ParameterLayout whole(config);
   std::vector<float> full(whole.totalSize());
   initializeParameters(full, config, whole, 42);
-  for (const ModelPart& part : {ModelPart{1, 3, 1, 0}, ModelPart{3, 4, 2, 1}, ModelPart{0, 2, 4, 2}}) {
+  for (const ModelPart& part :
+       {ModelPart{1, 3, 1, 0}, ModelPart{3, 4, 2, 1}, ModelPart{0, 2, 4, 2}}) {
     const ParameterLayout layout(config, part);
     std::vector<float> values(layout.totalSize());
     initializeParameters(values, config, layout, 42);
