@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "parallel/checkpoint/atomic_file.h"
+#include "parallel/io/atomic_file.h"
 
 namespace cc::parallel::train_tool {
 

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "parallel/checkpoint/atomic_file.h"
+#include "parallel/io/atomic_file.h"
 
 namespace cc::parallel {
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "parallel/checkpoint/atomic_file.h"
+#include "parallel/io/atomic_file.h"
 
 namespace cc::parallel {
 

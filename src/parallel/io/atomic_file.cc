@@ -1,4 +1,4 @@
-#include "parallel/checkpoint/atomic_file.h"
+#include "parallel/io/atomic_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
