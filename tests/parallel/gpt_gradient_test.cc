@@ -12,6 +12,8 @@
 namespace cc::parallel {
 namespace {
 
+using testing::randomTokens;
+
 using testing::expectGradientMatches;
 
 GptConfig tinyConfig() {
@@ -25,14 +27,6 @@ GptConfig tinyConfig() {
   return config;
 }
 
-std::vector<int32_t> tokensFor(const GptConfig& config, int batch, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<int32_t> tokens(static_cast<size_t>(batch * config.seq));
-  for (int32_t& token : tokens)
-    token = static_cast<int32_t>(rng.below(static_cast<uint64_t>(config.vocab)));
-  return tokens;
-}
-
 TEST(GptGradient, MatchesFiniteDifferencesForEveryParameter) {
   const GptConfig config = tinyConfig();
   const int batch = 2;
@@ -42,8 +36,8 @@ TEST(GptGradient, MatchesFiniteDifferencesForEveryParameter) {
   // Larger than GPT-2's 0.02 so every path (attention softmax, GELU curvature) is
   // exercised away from its linear regime.
   for (size_t i = 0; i < initial.size(); ++i) model.parameters()[i] = initial[i] * 10.0;
-  const auto inputs = tokensFor(config, batch, 1);
-  const auto targets = tokensFor(config, batch, 2);
+  const auto inputs = randomTokens(config, batch, 1);
+  const auto targets = randomTokens(config, batch, 2);
   auto objective = [&] { return model.forward(inputs, targets, batch); };
 
   model.zeroGradients();
@@ -69,8 +63,8 @@ TEST(GptGradient, BackwardAccumulatesAcrossMicroBatches) {
   std::vector<float> initial(model.layout().totalSize());
   initializeParameters(initial, config, model.layout(), 3);
   std::copy(initial.begin(), initial.end(), model.parameters().begin());
-  const auto inputs = tokensFor(config, 2, 5);
-  const auto targets = tokensFor(config, 2, 6);
+  const auto inputs = randomTokens(config, 2, 5);
+  const auto targets = randomTokens(config, 2, 6);
   model.zeroGradients();
   model.forward(inputs, targets, 2);
   model.backward(1.0);
@@ -87,8 +81,8 @@ TEST(GptGradient, Fp32MatchesFp64) {
   Gpt<float> model(config, 2);
   initializeParameters(model.parameters(), config, model.layout(), 9);
   std::copy(model.parameters().begin(), model.parameters().end(), reference.parameters().begin());
-  const auto inputs = tokensFor(config, 2, 10);
-  const auto targets = tokensFor(config, 2, 11);
+  const auto inputs = randomTokens(config, 2, 10);
+  const auto targets = randomTokens(config, 2, 11);
   reference.zeroGradients();
   model.zeroGradients();
   EXPECT_NEAR(model.forward(inputs, targets, 2), reference.forward(inputs, targets, 2), 1e-5);
@@ -107,8 +101,8 @@ TEST(GptInitialLoss, IsCloseToLogVocab) {
   const int batch = 4;
   Gpt<float> model(config, batch);
   initializeParameters(model.parameters(), config, model.layout(), 1234);
-  const auto inputs = tokensFor(config, batch, 1);
-  const auto targets = tokensFor(config, batch, 2);
+  const auto inputs = randomTokens(config, batch, 1);
+  const auto targets = randomTokens(config, batch, 2);
   const double loss = model.forward(inputs, targets, batch);
   // The logits are dot products of a unit-variance LayerNorm output with N(0, 0.02^2) rows
   // of wte, so they have variance s2 = C * 0.02^2 and the expected loss is about

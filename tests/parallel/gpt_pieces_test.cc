@@ -9,12 +9,15 @@
 #include <cstring>
 #include <map>
 
+#include "gradient_check.h"
 #include "parallel/model/gpt.h"
 #include "parallel/model/initialize.h"
 #include "parallel/model/rng.h"
 
 namespace cc::parallel {
 namespace {
+
+using testing::randomTokens;
 
 GptConfig tinyConfig() {
   GptConfig config;
@@ -25,15 +28,6 @@ GptConfig tinyConfig() {
   config.heads = 2;
   config.width = 8;
   return config;
-}
-
-std::vector<int32_t> tokensFor(const GptConfig& config, int batch, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<int32_t> tokens(static_cast<size_t>(batch * config.seq));
-  for (int32_t& token : tokens) {
-    token = static_cast<int32_t>(rng.below(static_cast<uint64_t>(config.vocab)));
-  }
-  return tokens;
 }
 
 template <typename T>
@@ -59,8 +53,8 @@ std::vector<T> gradientOf(const Gpt<T>& model, const std::string& name) {
 TEST(GptPieces, TwoStagesInSequenceReproduceTheWholeModel) {
   const GptConfig config = tinyConfig();
   const int batch = 2;
-  const auto inputs = tokensFor(config, batch, 1);
-  const auto targets = tokensFor(config, batch, 2);
+  const auto inputs = randomTokens(config, batch, 1);
+  const auto targets = randomTokens(config, batch, 2);
   Gpt<double> whole(config, batch);
   initialize(whole, 9);
   whole.zeroGradients();
@@ -118,8 +112,8 @@ TEST(GptPieces, TwoStagesInSequenceReproduceTheWholeModel) {
 TEST(GptPieces, MicroBatchesInFlightGiveTheSequentialRun) {
   const GptConfig config = tinyConfig();
   const int batch = 2;
-  const auto inputsA = tokensFor(config, batch, 3), targetsA = tokensFor(config, batch, 4);
-  const auto inputsB = tokensFor(config, batch, 5), targetsB = tokensFor(config, batch, 6);
+  const auto inputsA = randomTokens(config, batch, 3), targetsA = randomTokens(config, batch, 4);
+  const auto inputsB = randomTokens(config, batch, 5), targetsB = randomTokens(config, batch, 6);
 
   Gpt<double> sequential(config, batch);
   initialize(sequential, 11);

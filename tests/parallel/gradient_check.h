@@ -5,14 +5,26 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "parallel/model/config.h"
 #include "parallel/model/rng.h"
 
 namespace cc::parallel::testing {
+
+// batch x config.seq token ids below config.vocab, from a seed.
+inline std::vector<int32_t> randomTokens(const GptConfig& config, int batch, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<int32_t> tokens(static_cast<size_t>(batch * config.seq));
+  for (int32_t& token : tokens) {
+    token = static_cast<int32_t>(rng.below(static_cast<uint64_t>(config.vocab)));
+  }
+  return tokens;
+}
 
 inline std::vector<double> randomVector(size_t count, uint64_t seed, double scale = 1.0) {
   Rng rng(seed);
