@@ -153,17 +153,17 @@ int run(const Options& parsed) {
   } worldGuard;
   ccComm_t& world = worldGuard.comm;
   std::unique_ptr<Mesh> mesh;
-  if (options.dp > 1 || launcherWorldSize() > 1) {
+  if (options.dp > 1 || options.tp > 1 || launcherWorldSize() > 1) {
     const Status initialised = ccCall(ccCommInitFromEnv(&world), nullptr, "ccCommInitFromEnv");
     if (!initialised.isOk()) return fail(initialised);
     (void)ccCommUserRank(world, &worldRank);
     (void)ccCommCount(world, &worldSize);
-    auto created = Mesh::create(world, MeshShape{options.dp, 1, 1}, train.model);
+    auto created = Mesh::create(world, MeshShape{options.dp, 1, options.tp}, train.model);
     if (!created.isOk()) {
       if (worldSize == 1)
-        return fail(
-            Status(ccInvalidArgument, created.status().message() + "; start it with mpirun -np " +
-                                          std::to_string(options.dp) + " (or another launcher)"));
+        return fail(Status(ccInvalidArgument,
+                           created.status().message() + "; start it with mpirun -np " +
+                               std::to_string(options.dp * options.tp) + " (or another launcher)"));
       return fail(created.status());
     }
     mesh = std::move(created).value();
@@ -303,8 +303,8 @@ int run(const Options& parsed) {
                 static_cast<long long>(trainer.completedSteps()), curve.back().second,
                 median(rates), options.threads);
     if (trainer.dataParallel() != nullptr) {
-      std::printf(" dp %d zero %d median_gradient_wait_ms %.3f sent_mib_per_step %.2f", options.dp,
-                  train.parallel.zeroStage, 1e3 * median(waits),
+      std::printf(" dp %d tp %d zero %d median_gradient_wait_ms %.3f sent_mib_per_step %.2f",
+                  options.dp, options.tp, train.parallel.zeroStage, 1e3 * median(waits),
                   median(sentPerStep) / (1024.0 * 1024.0));
     }
     std::printf("\n");

@@ -56,7 +56,8 @@ eval:      --eval FILE.bin (with --load and no --steps: print eval_loss and exit
            --eval-every K
 output:    --log FILE.csv --plot FILE.svg --print-every K (10)
 machine:   --threads N (1, OpenBLAS threads)
-parallel:  --dp N (1; run under mpirun -np N) --zero 0|1|2|3 (0) --bucket-mb X (25)
+parallel:  --dp N (1) --tp N (1; heads and the padded vocab divisible by it); run under
+           mpirun -np DP*TP --zero 0|1|2|3 (0) --bucket-mb X (25)
            --no-overlap (reduce gradients after backward instead of during it)
 )";
 }
@@ -136,6 +137,7 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
       {"--print-every",
        [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 30, &options.printEvery); }},
       {"--dp", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 16, &options.dp); }},
+      {"--tp", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 16, &options.tp); }},
       {"--zero",
        [&](auto& f, auto& v) { return parseInteger(f, v, 0, 3, &train.parallel.zeroStage); }},
       {"--bucket-mb",

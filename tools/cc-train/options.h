@@ -25,7 +25,8 @@ struct Options {
   int threads = 1;          // --threads
   int64_t stopAfter = 0;    // --stop-after: leave after this many steps of this run
   int printEvery = 10;      // --print-every (plain output)
-  int dp = 1;               // --dp: data-parallel ranks (the launcher's world size)
+  int dp = 1;               // --dp: data-parallel ranks
+  int tp = 1;               // --tp: tensor-parallel ranks (dp x tp = the launcher's world)
   float bucketMiB = 25.0f;  // --bucket-mb (train.parallel.bucketBytes)
   bool help = false;
 };

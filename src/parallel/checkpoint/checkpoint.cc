@@ -79,20 +79,28 @@ std::string optimizerPath(const std::string& modelPath) {
 
 Status saveCheckpoint(const std::string& modelPath, const Gpt<float>& model,
                       const AdamW* optimizer) {
-  const GptConfig& config = model.config();
+  if (!model.layout().part().isWhole(model.config())) {
+    return invalidArgument(modelPath + ": a part of the model cannot be saved alone (assemble it)");
+  }
+  return saveCheckpoint(modelPath, model.config(), model.parameters(), optimizer);
+}
+
+Status saveCheckpoint(const std::string& modelPath, const GptConfig& config,
+                      std::span<const float> parameters, const AdamW* optimizer) {
+  const ParameterLayout layout(config);
   std::vector<TensorToWrite> tensors;
-  for (const TensorSlice& tensor : model.layout().tensors()) {
+  for (const TensorSlice& tensor : layout.tensors()) {
     std::vector<size_t> shape = fileShape(tensor, config);
     size_t elements = 1;
     for (size_t dim : shape) elements *= dim;
-    tensors.push_back({tensor.name, shape, model.parameters().subspan(tensor.offset, elements)});
+    tensors.push_back({tensor.name, shape, parameters.subspan(tensor.offset, elements)});
   }
   // The optimizer file first: a crash between the two leaves the old model beside new
   // moments, which loadCheckpoint notices by the step recorded in both.
   std::map<std::string, std::string> metadata = configMetadata(config);
   if (optimizer != nullptr) {
     metadata["cc.step"] = std::to_string(optimizer->step());
-    const size_t total = model.layout().totalSize();
+    const size_t total = layout.totalSize();
     const TensorToWrite state[] = {{"adamw.m", {total}, optimizer->firstMoment()},
                                    {"adamw.v", {total}, optimizer->secondMoment()}};
     CC_TRY(writeSafetensors(optimizerPath(modelPath), state, metadata));
@@ -107,7 +115,16 @@ Result<GptConfig> readCheckpointConfig(const std::string& modelPath) {
 
 Status loadCheckpoint(const std::string& modelPath, Gpt<float>& model, AdamW* optimizer,
                       bool* loadedOptimizer) {
-  const GptConfig& config = model.config();
+  return loadCheckpoint(modelPath, model.config(), model.parameters(), optimizer, loadedOptimizer);
+}
+
+Status loadCheckpoint(const std::string& modelPath, const GptConfig& config,
+                      std::span<float> destination, AdamW* optimizer, bool* loadedOptimizer) {
+  const ParameterLayout layout(config);
+  if (destination.size() != layout.totalSize()) {
+    return invalidArgument(modelPath + ": loading into " + std::to_string(destination.size()) +
+                           " elements, the model has " + std::to_string(layout.totalSize()));
+  }
   CC_ASSIGN_OR_RETURN(SafetensorsContents contents, readSafetensors(modelPath));
   CC_ASSIGN_OR_RETURN(GptConfig fileConfig, configFromMetadata(contents.metadata, modelPath));
   if (!(fileConfig == config)) {
@@ -116,12 +133,12 @@ Status loadCheckpoint(const std::string& modelPath, Gpt<float>& model, AdamW* op
   }
   // Names: exactly the layout's, no more, no fewer.
   std::set<std::string> expected;
-  for (const TensorSlice& tensor : model.layout().tensors()) expected.insert(tensor.name);
+  for (const TensorSlice& tensor : layout.tensors()) expected.insert(tensor.name);
   for (const auto& [name, tensor] : contents.tensors) {
     if (!expected.contains(name)) return invalidArgument(modelPath + ": unexpected tensor " + name);
   }
-  std::vector<float> parameters(model.layout().totalSize(), 0.0f);  // padded rows stay 0
-  for (const TensorSlice& tensor : model.layout().tensors()) {
+  std::vector<float> parameters(layout.totalSize(), 0.0f);  // padded rows stay 0
+  for (const TensorSlice& tensor : layout.tensors()) {
     const auto found = contents.tensors.find(tensor.name);
     if (found == contents.tensors.end())
       return invalidArgument(modelPath + ": missing tensor " + tensor.name);
@@ -150,7 +167,7 @@ Status loadCheckpoint(const std::string& modelPath, Gpt<float>& model, AdamW* op
                              " does not match the model file's step " + std::to_string(modelStep) +
                              " (an interrupted save?)");
     }
-    const std::vector<size_t> shape = {model.layout().totalSize()};
+    const std::vector<size_t> shape = {layout.totalSize()};
     for (const char* name : {"adamw.m", "adamw.v"}) {
       const auto found = state.tensors.find(name);
       if (found == state.tensors.end())
@@ -167,7 +184,7 @@ Status loadCheckpoint(const std::string& modelPath, Gpt<float>& model, AdamW* op
     haveOptimizer = true;
   }
   // Everything checked: commit.
-  std::copy(parameters.begin(), parameters.end(), model.parameters().begin());
+  std::copy(parameters.begin(), parameters.end(), destination.begin());
   if (haveOptimizer) optimizer->restore(std::move(m), std::move(v), step);
   if (loadedOptimizer != nullptr) *loadedOptimizer = haveOptimizer;
   return Status::ok();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 
 #include "core/status.h"
@@ -21,6 +22,10 @@ std::string optimizerPath(const std::string& modelPath);
 // Writes the model file and, when optimizer is given, the optimizer file (each atomic).
 Status saveCheckpoint(const std::string& modelPath, const Gpt<float>& model,
                       const AdamW* optimizer);
+// The same from the whole model's parameters in ParameterLayout(config)'s order (a
+// sharded run assembles them first); the optimizer, if given, holds the whole moments.
+Status saveCheckpoint(const std::string& modelPath, const GptConfig& config,
+                      std::span<const float> parameters, const AdamW* optimizer);
 
 // The model shape a checkpoint was written with (from its metadata).
 Result<GptConfig> readCheckpointConfig(const std::string& modelPath);
@@ -28,6 +33,10 @@ Result<GptConfig> readCheckpointConfig(const std::string& modelPath);
 // Loads the model's parameters, and the optimizer's state when `optimizer` is given and
 // the optimizer file exists (`loadedOptimizer` says whether it did). All or nothing.
 Status loadCheckpoint(const std::string& modelPath, Gpt<float>& model, AdamW* optimizer,
+                      bool* loadedOptimizer = nullptr);
+// The same into the whole model's parameters in ParameterLayout(config)'s order.
+Status loadCheckpoint(const std::string& modelPath, const GptConfig& config,
+                      std::span<float> parameters, AdamW* optimizer,
                       bool* loadedOptimizer = nullptr);
 
 }  // namespace cc::parallel

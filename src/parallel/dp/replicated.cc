@@ -1,5 +1,7 @@
 #include "parallel/dp/replicated.h"
 
+#include <cmath>
+
 #include "parallel/optim/grad_norm.h"
 
 namespace cc::parallel {
@@ -24,7 +26,16 @@ Status Replicated::launchReduction(size_t index) {
   return c.reducer->allReduce(bucket(index), c.gradComm, c.gradStream);
 }
 
-Result<double> Replicated::gradientNorm() { return globalNorm(context().model->gradients()); }
+Result<double> Replicated::gradientNorm() {
+  Gpt<float>& model = *context().model;
+  TensorParallelGroup* tp = model.tensorParallel();
+  if (tp == nullptr || tp->size() == 1) return globalNorm(model.gradients());
+  // A TP shard: its split tensors' squares summed over the group, the replicated ones once.
+  SquaredSums sums = squaredSumsBySplit(model.layout(), 0, model.gradients());
+  tp->allReduceSum(std::span<double>(&sums.split, 1));
+  CC_TRY(tp->status());
+  return std::sqrt(sums.replicated + sums.split);
+}
 
 Status Replicated::update(AdamW& optimizer, float lr, float gradientScale) {
   Gpt<float>& model = *context().model;

@@ -12,7 +12,8 @@ struct Sizes {
   size_t hidden;         // F
   size_t scores;         // B x Hs x T x T
   size_t scoresPerHead;  // T x T
-  size_t vocab;          // Vp
+  size_t vocab;          // the shard's logits per row: Vp / tp
+  size_t lossScratch;    // the vocabulary-parallel loss's row max, sums and target logits
 };
 
 Sizes sizesOf(const ParameterLayout& layout, int maxBatch) {
@@ -26,7 +27,8 @@ Sizes sizesOf(const ParameterLayout& layout, int maxBatch) {
                static_cast<size_t>(shard.hidden),
                batch * static_cast<size_t>(shard.heads) * seq * seq,
                seq * seq,
-               static_cast<size_t>(config.paddedVocab())};
+               static_cast<size_t>(shard.vocab),
+               layout.part().tpSize > 1 ? 3 * batch * seq : 0};
 }
 
 // One walk over an arena or a workspace, used both to count and to hand out pointers,
@@ -79,7 +81,9 @@ void carveWorkspace(const ParameterLayout& layout, int maxBatch, Take take,
   T* dscores = take(s.scoresPerHead);
   T* dlogits = layout.hasHead() ? take(s.rows * s.vocab) : nullptr;
   T* layerNorm = take(2 * s.width);
+  T* lossScratch = layout.hasHead() && s.lossScratch > 0 ? take(s.lossScratch) : nullptr;
   if (workspace == nullptr) return;
+  workspace->lossScratch = lossScratch;
   workspace->projection = projection;
   workspace->dhidden = dhidden;
   workspace->dln = dln;

@@ -18,7 +18,7 @@
 namespace cc::parallel {
 
 // Sizes are N = B x T rows, C the model width, Cs and Hs the shard's attention width and
-// heads, F the shard's MLP hidden width (4C / tp).
+// heads, F the shard's MLP hidden width (4C / tp), Vs the shard's vocabulary (Vp / tp).
 template <typename T>
 struct BlockActivations {
   T* ln1;        // [N, C]
@@ -41,7 +41,7 @@ struct HeadActivations {
   T* lnf;      // [N, C]
   T* lnfMean;  // [N]
   T* lnfRstd;  // [N]
-  T* probs;    // [N, Vp]: logits, turned into probabilities in place
+  T* probs;    // [N, Vs]: logits, turned into probabilities in place
   T* losses;   // [N]
 };
 
@@ -98,16 +98,17 @@ class Workspace {
   Workspace(const ParameterLayout& layout, int maxBatch);
   static size_t elementCount(const ParameterLayout& layout, int maxBatch);
 
-  T* projection = nullptr;  // [N, C]: a c_proj output, consumed at once by the residual add
-  T* dhidden = nullptr;     // [N, C]: the residual stream's gradient, flowing down the blocks
-  T* dln = nullptr;         // [N, C]
-  T* dqkv = nullptr;        // [N, 3Cs]
-  T* datty = nullptr;       // [N, Cs]
-  T* dfch = nullptr;        // [N, F]
-  T* dfchGelu = nullptr;    // [N, F]
-  T* dscores = nullptr;     // [T, T]
-  T* dlogits = nullptr;     // [N, Vp] (where the part has the head)
-  T* layerNorm = nullptr;   // [2C]
+  T* projection = nullptr;   // [N, C]: a c_proj output, consumed at once by the residual add
+  T* dhidden = nullptr;      // [N, C]: the residual stream's gradient, flowing down the blocks
+  T* dln = nullptr;          // [N, C]
+  T* dqkv = nullptr;         // [N, 3Cs]
+  T* datty = nullptr;        // [N, Cs]
+  T* dfch = nullptr;         // [N, F]
+  T* dfchGelu = nullptr;     // [N, F]
+  T* dscores = nullptr;      // [T, T]
+  T* dlogits = nullptr;      // [N, Vs] (where the part has the head)
+  T* layerNorm = nullptr;    // [2C]
+  T* lossScratch = nullptr;  // [3N]: the vocabulary-parallel loss's reductions (tp > 1)
 
  private:
   std::vector<T> storage_;

@@ -23,6 +23,7 @@
 #include "parallel/model/config.h"
 #include "parallel/model/page_buffer.h"
 #include "parallel/model/parameter_layout.h"
+#include "parallel/model/tensor_parallel_group.h"
 
 namespace cc::parallel {
 
@@ -49,9 +50,9 @@ class Gpt {
   // that shards divide evenly. The model's own arena takes batches of up to maxBatch
   // sequences of config.seq tokens.
   Gpt(const GptConfig& config, int maxBatch, size_t bufferElements = 0);
-  // One part of it (a pipeline stage's blocks; validatePart() first). A TP shard's layout
-  // is built here too, but its pieces would compute partial products that nothing
-  // reduces yet: tensor parallelism (tp/) adds the reductions, so tpSize must be 1.
+  // One part of it (a pipeline stage's blocks, a tensor-parallel shard; validatePart()
+  // first). A TP shard (tpSize > 1) runs its pieces only once setTensorParallel has given
+  // it its group.
   Gpt(const ParameterLayout& layout, int maxBatch, size_t bufferElements = 0);
 
   const GptConfig& config() const { return config_; }
@@ -75,6 +76,13 @@ class Gpt {
 
   // nullptr (the default) for none; the observer must outlive its use.
   void setObserver(GptObserver* observer) { observer_ = observer; }
+  // The TP group of a sharded part (its size is the layout's tpSize); it must outlive its
+  // use. Megatron's split: attention by heads and the MLP's hidden columns, c_attn and
+  // c_fc column-parallel (f before them), both c_proj row-parallel (g after them, then
+  // the bias), the vocabulary split for the embedding (g after the lookup) and the tied
+  // head (f before it, the loss reduced per row, layers/vocab_parallel.h).
+  void setTensorParallel(TensorParallelGroup* group) { tensorParallel_ = group; }
+  TensorParallelGroup* tensorParallel() const { return tensorParallel_; }
 
   // The pieces: forward/backward pairs over one micro-batch's arena (activations.h), which
   // a schedule can run one micro-batch and one stage at a time. Forward reads the arena's
@@ -106,10 +114,19 @@ class Gpt {
 
   void zeroGradients();
 
-  // Probabilities of the last forward, [batch, seq, paddedVocab] (padding columns zero).
+  // Probabilities of the last forward, [batch, seq, Vp / tp] (padding columns zero).
   std::span<const T> probabilities() const;
 
  private:
+  // Whether this part is a TP shard (which then has its group).
+  bool split() const;
+  // A c_proj: the bias seeds the GEMM on one process; a shard multiplies its rows, g sums
+  // the partial products, then the bias is added once.
+  void rowParallelForward(T* out, const T* inp, const T* weight, const T* bias, int rows,
+                          int inWidth);
+  // f's backward half where the part is a shard; nothing otherwise.
+  void copyToRegionBackward(T* inputGradient, size_t count);
+
   GptConfig config_;
   ParameterLayout layout_;
   int maxBatch_;
@@ -118,6 +135,7 @@ class Gpt {
   std::span<T> parameters_;
   std::span<T> gradients_;
   GptObserver* observer_ = nullptr;
+  TensorParallelGroup* tensorParallel_ = nullptr;
   Workspace<T> workspace_;
   ActivationArena<T> arena_;
 };

@@ -38,6 +38,8 @@ ParameterLayout::ParameterLayout(const GptConfig& config, const ModelPart& part)
   shard_.heads = config.heads / part.tpSize;
   shard_.width = shard_.heads * config.headSize();
   shard_.hidden = 4 * config.width / part.tpSize;
+  shard_.vocab = config.paddedVocab() / part.tpSize;
+  shard_.firstToken = part.tpRank * shard_.vocab;
   if (hasEmbeddings()) {
     wte_ = add("wte.weight", {vocab, width}, true, SplitAxis::kRows);
     wpe_ = add("wpe.weight", {seq, width}, true);

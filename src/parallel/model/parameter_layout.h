@@ -79,9 +79,11 @@ struct BlockOffsets {
 
 // The sizes a rank's shard of a block computes with.
 struct ShardDimensions {
-  int heads = 0;   // attention heads of this rank
-  int width = 0;   // heads x head size: c_attn's q (k, v) columns, c_proj's rows
-  int hidden = 0;  // MLP hidden columns (4 C / tp)
+  int heads = 0;       // attention heads of this rank
+  int width = 0;       // heads x head size: c_attn's q (k, v) columns, c_proj's rows
+  int hidden = 0;      // MLP hidden columns (4 C / tp)
+  int vocab = 0;       // rows of the padded token embedding (columns of the logits): Vp / tp
+  int firstToken = 0;  // the first of them: tpRank x vocab
 };
 
 class ParameterLayout {

@@ -1,5 +1,6 @@
 #include "parallel/optim/grad_norm.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace cc::parallel {
@@ -20,6 +21,24 @@ double globalNorm(std::span<const float> gradients) {
   for (double lane : lanes) total += lane;
   for (; i < n; ++i) total += static_cast<double>(gradients[i]) * gradients[i];
   return std::sqrt(total);
+}
+
+SquaredSums squaredSumsBySplit(const ParameterLayout& layout, size_t begin,
+                               std::span<const float> values) {
+  SquaredSums sums;
+  const size_t end = begin + values.size();
+  for (const TensorSlice& tensor : layout.tensors()) {
+    const size_t from = std::max(begin, tensor.offset);
+    const size_t to = std::min(end, tensor.offset + tensor.size);
+    if (from >= to) continue;
+    double sum = 0;
+    for (size_t i = from; i < to; ++i) {
+      const double g = values[i - begin];
+      sum += g * g;
+    }
+    (tensor.split == SplitAxis::kNone ? sums.replicated : sums.split) += sum;
+  }
+  return sums;
 }
 
 float clipScale(double norm, float maxNorm) {

@@ -5,7 +5,9 @@
 #include <cstdlib>
 
 #include "parallel/checkpoint/checkpoint.h"
+#include "parallel/mesh/cc_call.h"
 #include "parallel/model/initialize.h"
+#include "parallel/model/tensor_split.h"
 #include "parallel/optim/grad_norm.h"
 #include "parallel/zero/stages.h"
 
@@ -26,6 +28,7 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
     : options_(options),
       source_(std::move(source)),
       world_(mesh != nullptr ? mesh->shape().dp : 1),
+      mesh_(mesh),
       model_(layoutFor(options.model, mesh), options.batch,
              mesh != nullptr ? paddedBufferSize(layoutFor(options.model, mesh).totalSize(), world_)
                              : 0),
@@ -34,11 +37,21 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
         // ZeRO-3 keeps only its shard.
         initializeParameters(model_.parameters(), options.model, model_.layout(), options.seed);
         if (mesh == nullptr) return nullptr;
-        if (mesh->shape().pp > 1 || mesh->shape().tp > 1) {
+        if (mesh->shape().pp > 1) {
           status_ = invalidArgument("trainer: mesh pp " + std::to_string(mesh->shape().pp) +
-                                    " x tp " + std::to_string(mesh->shape().tp) +
-                                    ": pipeline and tensor parallelism are not in the trainer yet");
+                                    ": pipeline parallelism is not in the trainer yet");
           return nullptr;
+        }
+        if (mesh->shape().tp > 1) {
+          status_ = validatePart(options.model, mesh->modelPart(options.model));
+          if (!status_.isOk()) return nullptr;
+          auto group = TensorParallelComm::create(mesh->tp());
+          if (!group.isOk()) {
+            status_ = group.status();
+            return nullptr;
+          }
+          tensorParallel_ = std::move(group).value();
+          model_.setTensorParallel(tensorParallel_.get());
         }
         auto strategy = makeShardingStrategy(options.parallel);
         if (!strategy.isOk()) {
@@ -107,6 +120,7 @@ Status Trainer::runStep(StepResult& result) {
     if (dp != nullptr) CC_TRY(dp->beginMicroBatch(micro + 1 == options_.gradAccum));
     lossSum += model_.forward(inputs_, targets_, options_.batch);
     model_.backward(microScale);
+    CC_TRY(tensorParallelStatus());
     if (dp != nullptr) CC_TRY(dp->endMicroBatch());
   }
   CC_ASSIGN_OR_RETURN(result.gradNorm, finishGradients());
@@ -117,6 +131,10 @@ Status Trainer::runStep(StepResult& result) {
   }
   result.lr = schedule_.at(stepIndex);
   return update(result.lr, clipScale(result.gradNorm, options_.clip));
+}
+
+Status Trainer::tensorParallelStatus() const {
+  return tensorParallel_ ? tensorParallel_->status() : Status::ok();
 }
 
 Result<double> Trainer::finishGradients() {
@@ -138,6 +156,7 @@ double Trainer::evaluate(const BatchSource& source, int batches) {
     source.fill(index, inputs_, targets_);
     total += model_.forward(inputs_, targets_, options_.batch);
   }
+  if (status_.isOk()) status_ = tensorParallelStatus();
   if (dataParallel_ && status_.isOk()) status_ = dataParallel_->releaseParameters();
   return total / batches;
 }
@@ -149,6 +168,42 @@ Result<std::vector<float>> Trainer::fullParameters() {
   return parameters;
 }
 
+Result<std::vector<float>> Trainer::assembleWhole(std::span<const float> local) {
+  const ParameterLayout whole(options_.model);
+  if (!tensorParallel_) return std::vector<float>(local.begin(), local.end());
+  const int tp = tensorParallel_->size();
+  const size_t size = model_.layout().totalSize();
+  std::vector<float> gathered(size * static_cast<size_t>(tp));
+  CC_TRY(ccCall(
+      ccAllGather(local.data(), gathered.data(), size, ccFloat32, tensorParallel_->comm(), nullptr),
+      tensorParallel_->comm(), "tp: all-gather of the shards for a checkpoint"));
+  std::vector<float> values(whole.totalSize(), 0.0f);
+  // Every TP rank's layout has the same offsets; only the slice each tensor holds differs.
+  for (int rank = 0; rank < tp; ++rank) {
+    for (const TensorSlice& tensor : model_.layout().tensors()) {
+      const TensorSlice& target = whole.tensors()[tensor.fullIndex];
+      placeShard<float>(tensor, rank, tp,
+                        std::span<const float>(gathered).subspan(
+                            static_cast<size_t>(rank) * size + tensor.offset, tensor.size),
+                        std::span<float>(values).subspan(target.offset, target.size));
+    }
+  }
+  return values;
+}
+
+std::vector<float> Trainer::cutLocal(std::span<const float> wholeValues) const {
+  const ParameterLayout whole(options_.model);
+  const ModelPart& part = model_.layout().part();
+  std::vector<float> local(model_.layout().totalSize());
+  for (const TensorSlice& tensor : model_.layout().tensors()) {
+    const TensorSlice& source = whole.tensors()[tensor.fullIndex];
+    takeShard<float>(tensor, part.tpRank, part.tpSize,
+                     wholeValues.subspan(source.offset, source.size),
+                     std::span<float>(local).subspan(tensor.offset, tensor.size));
+  }
+  return local;
+}
+
 Status Trainer::save(const std::string& path) {
   if (!dataParallel_) return saveCheckpoint(path, model_, &optimizer_);
   CC_TRY(status_);
@@ -156,15 +211,24 @@ Status Trainer::save(const std::string& path) {
   std::vector<float> m, v;
   CC_TRY(dp.gatherMoments(optimizer_, m, v));
   CC_TRY(dp.gatherParameters());
+  // Every TP group assembles (each is its own communicator); DP rank 0's TP rank 0 writes.
+  CC_ASSIGN_OR_RETURN(std::vector<float> parameters, assembleWhole(model_.parameters()));
+  CC_ASSIGN_OR_RETURN(m, assembleWhole(m));
+  CC_ASSIGN_OR_RETURN(v, assembleWhole(v));
   Status saved = Status::ok();
-  if (dp.rank() == 0) {
+  const bool writer = dp.rank() == 0 && (!tensorParallel_ || tensorParallel_->rank() == 0);
+  if (writer) {
     AdamW full(0, options_.adamw);
     full.restore(std::move(m), std::move(v), optimizer_.step());
-    saved = saveCheckpoint(path, model_, &full);
+    saved = saveCheckpoint(path, options_.model, parameters, &full);
   }
   CC_TRY(dp.releaseParameters());
   // Nobody goes on before the files exist (a rank that dies next can be resumed from them).
   CC_TRY(dp.barrier());
+  if (tensorParallel_) {
+    CC_TRY(ccCall(ccBarrier(tensorParallel_->comm(), nullptr), tensorParallel_->comm(),
+                  "tp: barrier after a checkpoint"));
+  }
   return saved;
 }
 
@@ -172,13 +236,18 @@ Status Trainer::load(const std::string& path) {
   if (!dataParallel_) return loadCheckpoint(path, model_, &optimizer_);
   CC_TRY(status_);
   DataParallel& dp = *dataParallel_;
-  AdamW full(model_.layout().totalSize(), options_.adamw);
+  const size_t total = ParameterLayout(options_.model).totalSize();
+  std::vector<float> parameters(total);
+  AdamW full(total, options_.adamw);
   bool loadedOptimizer = false;
-  CC_TRY(loadCheckpoint(path, model_, &full, &loadedOptimizer));
+  CC_TRY(loadCheckpoint(path, options_.model, parameters, &full, &loadedOptimizer));
+  const std::vector<float> local = cutLocal(parameters);
+  std::copy(local.begin(), local.end(), model_.parameters().begin());
   dp.shardParameters();
-  if (loadedOptimizer)
-    optimizer_.restore(dp.shardOf(full.firstMoment()), dp.shardOf(full.secondMoment()),
-                       full.step());
+  if (loadedOptimizer) {
+    optimizer_.restore(dp.shardOf(cutLocal(full.firstMoment())),
+                       dp.shardOf(cutLocal(full.secondMoment())), full.step());
+  }
   return Status::ok();
 }
 

@@ -10,8 +10,10 @@
 // every global batch (the source's rank/world), the gradients are averaged over the DP
 // ranks, and with ZeRO the optimizer state, gradients and parameters are sharded. Rank
 // count N with B sequences per rank is the one-process run with N x B sequences, to fp32
-// rounding. Checkpoints keep the one-process layout. Pipeline and tensor parallelism
-// (pp, tp > 1) are refused until their issues land.
+// rounding. With tp > 1 each rank holds its TP shard of every block and of the
+// vocabulary (tp/, Megatron's split) and DP acts on that shard; the TP ranks of a DP rank
+// read the same batches. Checkpoints keep the one-process layout: shards are assembled on
+// save and cut on load. Pipeline parallelism (pp > 1) is refused until its issue lands.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,7 @@
 #include "parallel/model/gpt.h"
 #include "parallel/optim/adamw.h"
 #include "parallel/optim/lr_schedule.h"
+#include "parallel/tp/tensor_parallel_comm.h"
 
 namespace cc::parallel {
 
@@ -94,6 +97,12 @@ class Trainer {
 
  private:
   Status runStep(StepResult& result);
+  // The first failure of the TP group's collectives (ok without TP).
+  Status tensorParallelStatus() const;
+  // Collective over TP: the one-process values of a buffer in this rank's layout (every TP
+  // rank's shards put in place), and the reverse for this rank.
+  Result<std::vector<float>> assembleWhole(std::span<const float> local);
+  std::vector<float> cutLocal(std::span<const float> whole) const;
   Result<double> finishGradients();
   Status update(float lr, float gradientScale);
 
@@ -101,6 +110,8 @@ class Trainer {
   std::unique_ptr<BatchSource> source_;
   int world_ = 1;
   Status status_;  // before dataParallel_, whose construction may set it
+  const Mesh* mesh_ = nullptr;
+  std::unique_ptr<TensorParallelComm> tensorParallel_;  // tp > 1; outlives the model's use
   Gpt<float> model_;
   std::unique_ptr<DataParallel> dataParallel_;
   AdamW optimizer_;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "parallel/mesh/cc_call.h"
+#include "parallel/optim/grad_norm.h"
 
 namespace cc::parallel {
 
@@ -33,6 +34,24 @@ float* ShardedOptimizerState::updatedParameters(const ShardPiece& piece) {
 
 Result<double> ShardedOptimizerState::gradientNorm() {
   const ShardingContext& c = context();
+  TensorParallelGroup* tp = c.model->tensorParallel();
+  if (tp != nullptr && tp->size() > 1) {
+    // A TP shard: the split tensors' squares summed over the TP group as well, the
+    // replicated ones (the same on every TP rank) once.
+    double sums[2] = {0, 0};
+    for (const ShardPiece& piece : c.pieces) {
+      const SquaredSums part =
+          squaredSumsBySplit(c.model->layout(), piece.begin,
+                             std::span<const float>(reducedGradients(piece), piece.count));
+      sums[0] += part.replicated;
+      sums[1] += part.split;
+    }
+    CC_TRY(ccCall(ccAllReduce(sums, sums, 2, ccFloat64, ccSum, c.gradComm, nullptr), c.gradComm,
+                  "dp: all-reduce of the gradient norm"));
+    tp->allReduceSum(std::span<double>(&sums[1], 1));
+    CC_TRY(tp->status());
+    return std::sqrt(sums[0] + sums[1]);
+  }
   double sumOfSquares = 0;
   for (const ShardPiece& piece : c.pieces) {
     const float* g = reducedGradients(piece);

@@ -1,0 +1,46 @@
+// Tensor parallelism's communication primitives (picotron's tp_communications.py): the
+// model's TensorParallelGroup (model/tensor_parallel_group.h) over the mesh's TP
+// communicator. Every operator is a blocking all-reduce on that communicator: the model's
+// pieces need the result before they go on. The first failure is kept (a dead peer names
+// itself in it) and every later call does nothing, so the trainer reports the failure
+// after the micro-batch instead of computing on half-reduced values.
+#pragma once
+
+#include <cc/cc.h>
+
+#include <memory>
+
+#include "parallel/model/tensor_parallel_group.h"
+
+namespace cc::parallel {
+
+class TensorParallelComm final : public TensorParallelGroup {
+ public:
+  // comm: the TP communicator (kept by the caller, who must keep it alive).
+  static Result<std::unique_ptr<TensorParallelComm>> create(ccComm_t comm);
+
+  int size() const override { return size_; }
+  int rank() const override { return rank_; }
+  ccComm_t comm() const { return comm_; }
+
+  void copyToRegionBackward(std::span<float> gradient) override;
+  void copyToRegionBackward(std::span<double> gradient) override;
+  void reduceFromRegionForward(std::span<float> partial) override;
+  void reduceFromRegionForward(std::span<double> partial) override;
+  void allReduceMax(std::span<float> values) override;
+  void allReduceMax(std::span<double> values) override;
+  void allReduceSum(std::span<float> values) override;
+  void allReduceSum(std::span<double> values) override;
+  Status status() const override { return error_; }
+
+ private:
+  explicit TensorParallelComm(ccComm_t comm) : comm_(comm) {}
+  void allReduce(void* values, size_t count, ccDataType_t type, ccRedOp_t op, const char* what);
+
+  ccComm_t comm_;
+  int size_ = 1;
+  int rank_ = 0;
+  Status error_;
+};
+
+}  // namespace cc::parallel
