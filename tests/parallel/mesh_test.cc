@@ -24,6 +24,13 @@ TEST(Mesh, RefusesShapesThatCannotRun) {
   const Status badPp = validateMeshShape({1, 3, 1}, 3, model);
   EXPECT_NE(badPp.message().find("pp 3 does not divide the 4 layers"), std::string::npos)
       << badPp.message();
+  GptConfig oddVocab = model;
+  oddVocab.vocabMultiple = 2;
+  oddVocab.vocab = 202;  // padded to 202: tp 4 divides the heads, not the vocabulary
+  const Status badVocab = validateMeshShape({1, 1, 4}, 4, oddVocab);
+  EXPECT_NE(badVocab.message().find("tp 4 does not divide the padded vocabulary 202"),
+            std::string::npos)
+      << badVocab.message();
   const Status badTp = validateMeshShape({1, 1, 3}, 3, model);
   EXPECT_NE(badTp.message().find("tp 3 does not divide the 4 heads"), std::string::npos)
       << badTp.message();
@@ -69,6 +76,20 @@ TEST(Mesh, PartsCoverTheLayersAndShardsOnce) {
       EXPECT_EQ(part.tpRank, at.tp);
       EXPECT_EQ(part.hasEmbeddings(), at.pp == 0);
       EXPECT_EQ(part.hasHead(model), at.pp == 1);
+      // Over the ranks: every (layer, TP rank) held by exactly one rank.
+      int mine[3] = {part.firstLayer, part.endLayer, part.tpRank};
+      int all[4 * 3] = {};
+      ASSERT_EQ(ccAllGather(mine, all, 3, ccInt32, world, nullptr), ccSuccess);
+      for (int layer = 0; layer < model.layers; ++layer) {
+        for (int tpRank = 0; tpRank < 2; ++tpRank) {
+          int holders = 0;
+          for (int rank = 0; rank < 4; ++rank) {
+            holders +=
+                all[3 * rank] <= layer && layer < all[3 * rank + 1] && all[3 * rank + 2] == tpRank;
+          }
+          EXPECT_EQ(holders, 1) << "layer " << layer << " tp rank " << tpRank;
+        }
+      }
     }
     ccCommDestroy(world);
   });

@@ -72,8 +72,8 @@ TEST(ParameterLayout, WholeModelIsGpt2sTensorsInOrder) {
     }
     EXPECT_EQ(inBlock, block.end - block.begin);
     EXPECT_EQ(block.ln1.weight, block.begin);
-    EXPECT_EQ(tensors[layout.tensors().size() - 2].offset, layout.lnfWeight());
   }
+  EXPECT_EQ(tensors[tensors.size() - 2].offset, layout.lnfWeight());
 }
 
 TEST(ParameterLayout, StagesTogetherHoldEveryTensorOnce) {
@@ -107,6 +107,36 @@ TEST(ParameterLayout, StagesTogetherHoldEveryTensorOnce) {
     EXPECT_EQ(holders[tensor.name], tensor.name == "wte.weight" ? 2 : 1) << tensor.name;
   }
   EXPECT_EQ(holders.size(), whole.tensors().size());
+}
+
+// Megatron's split, tensor by tensor: what is column-parallel, row-parallel, replicated.
+TEST(ParameterLayout, TensorsSplitAsMegatronDoes) {
+  const GptConfig config = smallConfig();
+  const ParameterLayout shard(config, ModelPart{0, config.layers, 2, 1});
+  auto endsWith = [](const std::string& name, const std::string& suffix) {
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  for (const TensorSlice& tensor : shard.tensors()) {
+    SplitAxis expected = SplitAxis::kNone;
+    int fused = 1;
+    if (tensor.name == "wte.weight" || endsWith(tensor.name, "c_proj.weight"))
+      expected = SplitAxis::kRows;
+    if (endsWith(tensor.name, "c_fc.weight") || endsWith(tensor.name, "c_fc.bias"))
+      expected = SplitAxis::kColumns;
+    if (endsWith(tensor.name, "c_attn.weight") || endsWith(tensor.name, "c_attn.bias")) {
+      expected = SplitAxis::kColumns;
+      fused = 3;
+    }
+    EXPECT_EQ(tensor.split, expected) << tensor.name;
+    EXPECT_EQ(tensor.fusedParts, fused) << tensor.name;
+    std::vector<size_t> splitShape = tensor.fullShape;
+    if (expected == SplitAxis::kRows) splitShape.front() /= 2;
+    if (expected == SplitAxis::kColumns) splitShape.back() /= 2;
+    EXPECT_EQ(tensor.shape, splitShape) << tensor.name;
+  }
+  EXPECT_EQ(shard.shard().firstToken, config.paddedVocab() / 2);
+  EXPECT_EQ(shard.shard().hidden, 2 * config.width);
 }
 
 TEST(ParameterLayout, TensorParallelShardsReassembleTheOneProcessTensor) {

@@ -45,8 +45,8 @@ std::vector<Segment> gradientBuckets(size_t paddedSize, size_t bucketElements, i
 std::vector<Segment> tensorAlignedBuckets(const ParameterLayout& layout, size_t paddedSize,
                                           size_t bucketElements);
 
-// Units ascending, for the whole model: [0] embeddings, [1 + l] block l, [layers + 1] ln_f
-// up to paddedSize.
+// Units ascending, for a part holding every layer (the whole model or a TP shard): [0] embeddings,
+// [1 + l] block l, [layers + 1] ln_f up to paddedSize.
 std::vector<Segment> layerUnits(const ParameterLayout& layout, size_t paddedSize, int world);
 
 // Rank's piece of each segment, in the segments' order, packed from state offset 0.

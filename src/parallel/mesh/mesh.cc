@@ -28,6 +28,12 @@ Status validateMeshShape(const MeshShape& shape, int worldSize, const GptConfig&
     return invalidArgument(text + ": tp " + std::to_string(shape.tp) + " does not divide the " +
                            std::to_string(model.heads) + " heads");
   }
+  if (model.paddedVocab() % shape.tp != 0) {
+    return invalidArgument(
+        text + ": tp " + std::to_string(shape.tp) + " does not divide the padded vocabulary " +
+        std::to_string(model.paddedVocab()) + " (vocab " + std::to_string(model.vocab) +
+        " padded to a multiple of " + std::to_string(model.vocabMultiple) + ")");
+  }
   return Status::ok();
 }
 

@@ -29,7 +29,8 @@ struct MeshCoordinates {
 };
 
 // Refuses a shape that cannot run: a dimension below 1, a product that is not the world
-// size, pp not dividing the layers, tp not dividing the heads. The message says which.
+// size, pp not dividing the layers, tp not dividing the heads or the padded vocabulary.
+// The message says which.
 Status validateMeshShape(const MeshShape& shape, int worldSize, const GptConfig& model);
 
 class Mesh {

@@ -96,6 +96,8 @@ template <typename T>
 class Workspace {
  public:
   Workspace(const ParameterLayout& layout, int maxBatch);
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
   static size_t elementCount(const ParameterLayout& layout, int maxBatch);
 
   T* projection = nullptr;   // [N, C]: a c_proj output, consumed at once by the residual add

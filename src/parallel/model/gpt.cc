@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "parallel/model/layers/attention.h"
@@ -67,6 +69,15 @@ void Gpt<T>::embeddingForward(ActivationArena<T>& arena) {
                                 static_cast<size_t>(shard.vocab), arena.rows(), c);
   tensorParallel_->reduceFromRegionForward(std::span<T>(arena.input(), arena.rows() * c));
   addPositions(arena.input(), p + layout_.wpe(), arena.batch(), config_.seq, c);
+}
+
+template <typename T>
+void Gpt<T>::requireEveryLayer(const char* what) const {
+  if (layout_.hasEmbeddings() && layout_.hasHead()) return;
+  // A pipeline stage runs its pieces from a schedule; the whole-model loop is a caller's bug.
+  std::fprintf(stderr, "Gpt::%s: the model part holds layers [%d, %d) of %d; run its pieces\n",
+               what, layout_.firstLayer(), layout_.endLayer(), config_.layers);
+  std::abort();
 }
 
 template <typename T>
@@ -257,6 +268,7 @@ double Gpt<T>::forward(std::span<const int32_t> inputs, std::span<const int32_t>
 
 template <typename T>
 void Gpt<T>::backward(T lossScale) {
+  requireEveryLayer("backward");
   T* dhidden = workspace_.dhidden;
   headBackward(arena_, dhidden, lossScale);
   for (int layer = config_.layers - 1; layer >= 0; --layer) blockBackward(layer, arena_, dhidden);

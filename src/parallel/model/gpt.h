@@ -105,7 +105,9 @@ class Gpt {
   // have no buffer of their own.
   T* hiddenGradient() { return workspace_.dhidden; }
 
-  // The one-process run over the model's own arena, a loop over the pieces: batch x seq
+  // The run of a part that holds every layer (the whole model, a TP shard; a pipeline
+  // stage aborts: it runs its pieces) over the model's own arena, a loop over the pieces:
+  // batch x seq
   // tokens (inputs and targets row-major [batch, seq], ids < vocab, which the caller
   // guarantees); returns the mean cross-entropy and keeps what backward needs.
   double forward(std::span<const int32_t> inputs, std::span<const int32_t> targets, int batch);
@@ -118,6 +120,8 @@ class Gpt {
   std::span<const T> probabilities() const;
 
  private:
+  // Aborts naming the part unless it holds the embeddings, every block and the head.
+  void requireEveryLayer(const char* what) const;
   // Whether this part is a TP shard (which then has its group).
   bool split() const;
   // A c_proj: the bias seeds the GEMM on one process; a shard multiplies its rows, g sums

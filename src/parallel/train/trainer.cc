@@ -1,6 +1,7 @@
 #include "parallel/train/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -149,6 +150,7 @@ Status Trainer::update(float lr, float gradientScale) {
 }
 
 double Trainer::evaluate(const BatchSource& source, int batches) {
+  if (!status_.isOk()) return std::nan("");  // a refused set-up or a failed collective
   // ZeRO-3 evaluates with every layer gathered (the observer is idle outside a step).
   if (dataParallel_ && status_.isOk()) status_ = dataParallel_->gatherParameters();
   double total = 0;

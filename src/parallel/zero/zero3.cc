@@ -12,6 +12,13 @@ std::vector<Segment> ShardedParameters::segments(const Gpt<float>& model, size_t
 }
 
 Status ShardedParameters::attach(const ShardingContext& context) {
+  const ParameterLayout& layout = context.model->layout();
+  if (!layout.hasEmbeddings() || !layout.hasHead()) {
+    // The layer units and the gather schedule assume the embeddings, every block and ln_f.
+    return invalidArgument(
+        "zero-3: the model part holds layers [" + std::to_string(layout.firstLayer()) + ", " +
+        std::to_string(layout.endLayer()) + "); ZeRO-3 over a pipeline stage is not supported yet");
+  }
   CC_TRY(ShardedGradients::attach(context));
   std::vector<Segment> units(context.segments.rbegin(), context.segments.rend());
   std::vector<ShardPiece> unitPieces(context.pieces.rbegin(), context.pieces.rend());
