@@ -2,8 +2,8 @@
 // + t), as picotron's grid. Each axis is a communicator made once with ccCommSplit: the
 // ranks that differ only in that coordinate. A rank's coordinates say which part of the
 // model it holds (modelPart: its pipeline stage's blocks, its TP shard). The trainer runs
-// DP so far (pp = tp = 1); the other axes exist so that the shape checks, the placement
-// table and the parts are already the final ones.
+// DP and TP so far (pp = 1); the pipeline axis exists so that the shape checks, the
+// placement table and the parts are already the final ones.
 #pragma once
 
 #include <cc/cc.h>
