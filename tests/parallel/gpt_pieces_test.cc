@@ -1,4 +1,4 @@
-// The model as a row of pieces (model/gpt.h): two pipeline stages run one after the other,
+// The model as a row of pieces (model/gpt.h): three pipeline stages run one after the other,
 // handing the hidden state forward and its gradient back, reproduce the whole model; two
 // micro-batches in flight in arenas of their own, backward in the reverse order (as 1F1B
 // runs them), give the sequential run's losses and gradients; the activation memory is the
@@ -50,7 +50,7 @@ std::vector<T> gradientOf(const Gpt<T>& model, const std::string& name) {
   return {};
 }
 
-TEST(GptPieces, TwoStagesInSequenceReproduceTheWholeModel) {
+TEST(GptPieces, ThreeStagesInSequenceReproduceTheWholeModel) {
   const GptConfig config = tinyConfig();
   const int batch = 2;
   const auto inputs = randomTokens(config, batch, 1);
@@ -61,29 +61,37 @@ TEST(GptPieces, TwoStagesInSequenceReproduceTheWholeModel) {
   const double wholeLoss = whole.forward(inputs, targets, batch);
   whole.backward(1.0);
 
+  // Three stages: the first (embeddings), a middle one (neither embeddings nor head), the
+  // last (the head).
   Gpt<double> first(ParameterLayout(config, ModelPart{0, 1, 1, 0}), batch);
-  Gpt<double> last(ParameterLayout(config, ModelPart{1, 3, 1, 0}), batch);
-  initialize(first, 9);
-  initialize(last, 9);
-  first.zeroGradients();
-  last.zeroGradients();
+  Gpt<double> middle(ParameterLayout(config, ModelPart{1, 2, 1, 0}), batch);
+  Gpt<double> last(ParameterLayout(config, ModelPart{2, 3, 1, 0}), batch);
+  for (Gpt<double>* stage : {&first, &middle, &last}) {
+    initialize(*stage, 9);
+    stage->zeroGradients();
+  }
   ActivationArena<double> firstArena = first.makeArena(batch);
+  ActivationArena<double> middleArena = middle.makeArena(batch);
   ActivationArena<double> lastArena = last.makeArena(batch);
   const size_t hidden = static_cast<size_t>(batch * config.seq * config.width);
 
   firstArena.setBatch(inputs, {}, batch);
   first.embeddingForward(firstArena);
   first.blockForward(0, firstArena);
-  // The "send": the first stage's output is the last stage's input.
+  // The "sends": each stage's output is the next stage's input.
+  middleArena.setBatch({}, {}, batch);
+  std::memcpy(middleArena.input(), firstArena.output(), hidden * sizeof(double));
+  middle.blockForward(1, middleArena);
   lastArena.setBatch({}, targets, batch);
-  std::memcpy(lastArena.input(), firstArena.output(), hidden * sizeof(double));
-  for (int layer = 1; layer < 3; ++layer) last.blockForward(layer, lastArena);
+  std::memcpy(lastArena.input(), middleArena.output(), hidden * sizeof(double));
+  last.blockForward(2, lastArena);
   const double stagedLoss = last.headForward(lastArena);
   EXPECT_EQ(stagedLoss, wholeLoss) << "the same operations in the same order";
 
   std::vector<double> dhidden(hidden);
   last.headBackward(lastArena, dhidden.data(), 1.0);
-  for (int layer = 2; layer >= 1; --layer) last.blockBackward(layer, lastArena, dhidden.data());
+  last.blockBackward(2, lastArena, dhidden.data());
+  middle.blockBackward(1, middleArena, dhidden.data());
   first.blockBackward(0, firstArena, dhidden.data());
   first.embeddingBackward(firstArena, dhidden.data());
 
@@ -92,7 +100,7 @@ TEST(GptPieces, TwoStagesInSequenceReproduceTheWholeModel) {
     std::vector<double> staged(expected.size(), 0.0);
     // wte's gradient is the sum of the embedding's (first stage) and the tied head's
     // (last stage), added in another order than the whole model adds them.
-    for (const Gpt<double>* stage : {&first, &last}) {
+    for (const Gpt<double>* stage : {&first, &middle, &last}) {
       for (const TensorSlice& mine : stage->layout().tensors()) {
         if (mine.name != tensor.name) continue;
         const std::vector<double> part = gradientOf(*stage, tensor.name);
