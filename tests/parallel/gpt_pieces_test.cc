@@ -17,6 +17,7 @@
 namespace cc::parallel {
 namespace {
 
+using testing::initializeModel;
 using testing::randomTokens;
 
 GptConfig tinyConfig() {
@@ -28,13 +29,6 @@ GptConfig tinyConfig() {
   config.heads = 2;
   config.width = 8;
   return config;
-}
-
-template <typename T>
-void initialize(Gpt<T>& model, uint64_t seed) {
-  std::vector<float> values(model.layout().totalSize());
-  initializeParameters(values, model.config(), model.layout(), seed);
-  std::copy(values.begin(), values.end(), model.parameters().begin());
 }
 
 // The values of tensor `name` in a model's gradient buffer.
@@ -56,7 +50,7 @@ TEST(GptPieces, ThreeStagesInSequenceReproduceTheWholeModel) {
   const auto inputs = randomTokens(config, batch, 1);
   const auto targets = randomTokens(config, batch, 2);
   Gpt<double> whole(config, batch);
-  initialize(whole, 9);
+  initializeModel(whole, 9);
   whole.zeroGradients();
   const double wholeLoss = whole.forward(inputs, targets, batch);
   whole.backward(1.0);
@@ -67,7 +61,7 @@ TEST(GptPieces, ThreeStagesInSequenceReproduceTheWholeModel) {
   Gpt<double> middle(ParameterLayout(config, ModelPart{1, 2, 1, 0}), batch);
   Gpt<double> last(ParameterLayout(config, ModelPart{2, 3, 1, 0}), batch);
   for (Gpt<double>* stage : {&first, &middle, &last}) {
-    initialize(*stage, 9);
+    initializeModel(*stage, 9);
     stage->zeroGradients();
   }
   ActivationArena<double> firstArena = first.makeArena(batch);
@@ -124,7 +118,7 @@ TEST(GptPieces, MicroBatchesInFlightGiveTheSequentialRun) {
   const auto inputsB = randomTokens(config, batch, 5), targetsB = randomTokens(config, batch, 6);
 
   Gpt<double> sequential(config, batch);
-  initialize(sequential, 11);
+  initializeModel(sequential, 11);
   sequential.zeroGradients();
   const double lossA = sequential.forward(inputsA, targetsA, batch);
   sequential.backward(0.5);
@@ -132,7 +126,7 @@ TEST(GptPieces, MicroBatchesInFlightGiveTheSequentialRun) {
   sequential.backward(0.5);
 
   Gpt<double> model(config, batch);
-  initialize(model, 11);
+  initializeModel(model, 11);
   model.zeroGradients();
   std::vector<ActivationArena<double>> arenas;
   arenas.push_back(model.makeArena(batch));

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "parallel/model/config.h"
+#include "parallel/model/gpt.h"
+#include "parallel/model/initialize.h"
 #include "parallel/model/rng.h"
 
 namespace cc::parallel::testing {
@@ -24,6 +26,14 @@ inline std::vector<int32_t> randomTokens(const GptConfig& config, int batch, uin
     token = static_cast<int32_t>(rng.below(static_cast<uint64_t>(config.vocab)));
   }
   return tokens;
+}
+
+// The model's parameters from GPT-2's initialisation (made in fp32, as training does).
+template <typename T>
+void initializeModel(Gpt<T>& model, uint64_t seed) {
+  std::vector<float> values(model.layout().totalSize());
+  initializeParameters(values, model.config(), model.layout(), seed);
+  std::copy(values.begin(), values.end(), model.parameters().begin());
 }
 
 inline std::vector<double> randomVector(size_t count, uint64_t seed, double scale = 1.0) {

@@ -32,6 +32,7 @@ namespace {
 
 using cc::testing::RankContext;
 using cc::testing::runRanks;
+using testing::initializeModel;
 using testing::randomTokens;
 
 constexpr double kLossTolerance = 1e-5;
@@ -68,13 +69,6 @@ std::unique_ptr<Mesh> meshOf(ccComm_t comm, const MeshShape& shape, const GptCon
   return mesh.isOk() ? std::move(mesh).value() : nullptr;
 }
 
-template <typename T>
-void initialize(Gpt<T>& model, uint64_t seed) {
-  std::vector<float> values(model.layout().totalSize());
-  initializeParameters(values, model.config(), model.layout(), seed);
-  std::copy(values.begin(), values.end(), model.parameters().begin());
-}
-
 TEST(TensorParallel, GradientsAreTheOneProcessGradientsSliced) {
   GptConfig config = smallModel();
   config.seq = 8;
@@ -82,7 +76,7 @@ TEST(TensorParallel, GradientsAreTheOneProcessGradientsSliced) {
   const auto inputs = randomTokens(config, batch, 1);
   const auto targets = randomTokens(config, batch, 2);
   Gpt<double> reference(config, batch);
-  initialize(reference, 5);
+  initializeModel(reference, 5);
   reference.zeroGradients();
   const double referenceLoss = reference.forward(inputs, targets, batch);
   reference.backward(1.0);
@@ -98,7 +92,7 @@ TEST(TensorParallel, GradientsAreTheOneProcessGradientsSliced) {
         ASSERT_TRUE(validatePart(config, part).isOk());
         Gpt<double> model(ParameterLayout(config, part), batch);
         model.setTensorParallel(group.value().get());
-        initialize(model, 5);
+        initializeModel(model, 5);
         model.zeroGradients();
         const double loss = model.forward(inputs, targets, batch);
         model.backward(1.0);
