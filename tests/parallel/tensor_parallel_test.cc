@@ -9,7 +9,8 @@
 //   Adam as in data_parallel_test.cc; the largest difference seen is printed);
 // - a checkpoint written at tp = 2 x dp = 2 is the one-process checkpoint byte for byte
 //   when loaded and saved back on one process, and continues the run there;
-// - a step calls exactly the all-reduces the split schedules on the TP communicator.
+// - a step calls exactly the all-reduces the split schedules on the TP communicator and
+//   sends exactly their bytes.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -246,12 +247,15 @@ TEST(TensorParallelTraffic, OneStepCallsTheScheduledAllReduces) {
       const uint64_t layers = static_cast<uint64_t>(options.model.layers);
       const uint64_t perMicroBatch = 1 + 2 * layers + 2 + 1 + 2 * layers;
       EXPECT_EQ(after.calls - before.calls, kGradAccum * perMicroBatch + 1);
-      // Every rank's activations cross: at least (tp-1)/tp of each all-reduced buffer.
+      // Bytes: at two ranks every algorithm cc may pick sends each all-reduced buffer once
+      // (a ring: 2(N-1)/N of it; one-shot: (N-1) of it), so one step sends exactly the
+      // payload and the norm's scalar.
       const uint64_t rows = static_cast<uint64_t>(options.batch * options.model.seq);
       const uint64_t hidden = rows * static_cast<uint64_t>(options.model.width) * sizeof(float);
       const uint64_t payload =
-          kGradAccum * ((1 + 4 * layers + 1) * hidden + 3 * rows * sizeof(float));
-      EXPECT_GE(after.bytesSent - before.bytesSent, payload * (kTp - 1) / kTp);
+          kGradAccum * ((1 + 4 * layers + 1) * hidden + 3 * rows * sizeof(float)) + sizeof(double);
+      EXPECT_EQ(after.bytesSent - before.bytesSent, payload);
+      EXPECT_EQ(after.bytesReceived - before.bytesReceived, payload);
       if (context.rank == 0) {
         std::printf("tp %d: one step %llu all-reduces, %llu B sent (payload %llu B)\n", kTp,
                     static_cast<unsigned long long>(after.calls - before.calls),
