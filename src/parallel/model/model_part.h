@@ -18,7 +18,6 @@ struct ModelPart {
   static ModelPart whole(const GptConfig& config) { return ModelPart{0, config.layers, 1, 0}; }
   bool hasEmbeddings() const { return firstLayer == 0; }
   bool hasHead(const GptConfig& config) const { return endLayer == config.layers; }
-  int layers() const { return endLayer - firstLayer; }
   bool isWhole(const GptConfig& config) const {
     return hasEmbeddings() && hasHead(config) && tpSize == 1;
   }

@@ -74,4 +74,29 @@ void placeShard(const TensorSlice& tensor, int tpRank, int tpSize, std::span<con
       });
 }
 
+// The same for every tensor of a part at once. whole: a buffer in the one-process layout
+// (ParameterLayout(config)); local: a buffer in the part's layout. takePart fills local
+// with this part's slices of whole; placePart writes the slices that the part's TP rank
+// tpRank holds (all TP ranks of a part share its offsets) into whole.
+template <typename T>
+void takePart(const ParameterLayout& part, const ParameterLayout& wholeLayout,
+              std::span<const T> whole, std::span<T> local) {
+  const ModelPart& at = part.part();
+  for (const TensorSlice& tensor : part.tensors()) {
+    const TensorSlice& source = wholeLayout.tensors()[tensor.fullIndex];
+    takeShard<T>(tensor, at.tpRank, at.tpSize, whole.subspan(source.offset, source.size),
+                 local.subspan(tensor.offset, tensor.size));
+  }
+}
+
+template <typename T>
+void placePart(const ParameterLayout& part, const ParameterLayout& wholeLayout, int tpRank,
+               std::span<const T> local, std::span<T> whole) {
+  for (const TensorSlice& tensor : part.tensors()) {
+    const TensorSlice& target = wholeLayout.tensors()[tensor.fullIndex];
+    placeShard<T>(tensor, tpRank, part.part().tpSize, local.subspan(tensor.offset, tensor.size),
+                  whole.subspan(target.offset, target.size));
+  }
+}
+
 }  // namespace cc::parallel

@@ -15,12 +15,16 @@
 namespace cc::parallel {
 namespace {
 
-// This rank's part of the model: the whole of it but for a mesh's pipeline stage or TP shard.
-ParameterLayout layoutFor(const GptConfig& config, const Mesh* mesh) {
-  if (mesh == nullptr || !validatePart(config, mesh->modelPart(config)).isOk()) {
-    return ParameterLayout(config);
-  }
-  return ParameterLayout(config, mesh->modelPart(config));
+// This rank's part of the model (the whole of it but for a mesh's pipeline stage or TP
+// shard; a part the mesh cannot give is refused by the constructor, which then builds the
+// whole model in its place), its buffers padded to the DP world size.
+Gpt<float> makeModel(const TrainOptions& options, const Mesh* mesh) {
+  if (mesh == nullptr) return Gpt<float>(options.model, options.batch);
+  const ModelPart part = mesh->modelPart(options.model);
+  const ParameterLayout layout = validatePart(options.model, part).isOk()
+                                     ? ParameterLayout(options.model, part)
+                                     : ParameterLayout(options.model);
+  return Gpt<float>(layout, options.batch, paddedBufferSize(layout.totalSize(), mesh->shape().dp));
 }
 
 }  // namespace
@@ -29,10 +33,7 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
     : options_(options),
       source_(std::move(source)),
       world_(mesh != nullptr ? mesh->shape().dp : 1),
-      mesh_(mesh),
-      model_(layoutFor(options.model, mesh), options.batch,
-             mesh != nullptr ? paddedBufferSize(layoutFor(options.model, mesh).totalSize(), world_)
-                             : 0),
+      model_(makeModel(options, mesh)),
       dataParallel_([&]() -> std::unique_ptr<DataParallel> {
         // Every rank initialises the whole model from the seed (the same bits), then
         // ZeRO-3 keeps only its shard.
@@ -171,38 +172,25 @@ Result<std::vector<float>> Trainer::fullParameters() {
 }
 
 Result<std::vector<float>> Trainer::assembleWhole(std::span<const float> local) {
-  const ParameterLayout whole(options_.model);
   if (!tensorParallel_) return std::vector<float>(local.begin(), local.end());
-  const int tp = tensorParallel_->size();
+  const ParameterLayout whole(options_.model);
   const size_t size = model_.layout().totalSize();
-  std::vector<float> gathered(size * static_cast<size_t>(tp));
+  std::vector<float> gathered(size * static_cast<size_t>(tensorParallel_->size()));
   CC_TRY(ccCall(
       ccAllGather(local.data(), gathered.data(), size, ccFloat32, tensorParallel_->comm(), nullptr),
       tensorParallel_->comm(), "tp: all-gather of the shards for a checkpoint"));
   std::vector<float> values(whole.totalSize(), 0.0f);
-  // Every TP rank's layout has the same offsets; only the slice each tensor holds differs.
-  for (int rank = 0; rank < tp; ++rank) {
-    for (const TensorSlice& tensor : model_.layout().tensors()) {
-      const TensorSlice& target = whole.tensors()[tensor.fullIndex];
-      placeShard<float>(tensor, rank, tp,
-                        std::span<const float>(gathered).subspan(
-                            static_cast<size_t>(rank) * size + tensor.offset, tensor.size),
-                        std::span<float>(values).subspan(target.offset, target.size));
-    }
+  for (int rank = 0; rank < tensorParallel_->size(); ++rank) {
+    placePart<float>(
+        model_.layout(), whole, rank,
+        std::span<const float>(gathered).subspan(static_cast<size_t>(rank) * size, size), values);
   }
   return values;
 }
 
-std::vector<float> Trainer::cutLocal(std::span<const float> wholeValues) const {
-  const ParameterLayout whole(options_.model);
-  const ModelPart& part = model_.layout().part();
+std::vector<float> Trainer::cutLocal(std::span<const float> whole) const {
   std::vector<float> local(model_.layout().totalSize());
-  for (const TensorSlice& tensor : model_.layout().tensors()) {
-    const TensorSlice& source = whole.tensors()[tensor.fullIndex];
-    takeShard<float>(tensor, part.tpRank, part.tpSize,
-                     wholeValues.subspan(source.offset, source.size),
-                     std::span<float>(local).subspan(tensor.offset, tensor.size));
-  }
+  takePart<float>(model_.layout(), ParameterLayout(options_.model), whole, local);
   return local;
 }
 

@@ -110,7 +110,6 @@ class Trainer {
   std::unique_ptr<BatchSource> source_;
   int world_ = 1;
   Status status_;  // before dataParallel_, whose construction may set it
-  const Mesh* mesh_ = nullptr;
   std::unique_ptr<TensorParallelComm> tensorParallel_;  // tp > 1; outlives the model's use
   Gpt<float> model_;
   std::unique_ptr<DataParallel> dataParallel_;
