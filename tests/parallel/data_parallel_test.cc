@@ -14,7 +14,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 
 #include "parallel/checkpoint/checkpoint.h"
 #include "parallel/dp/segments.h"
@@ -22,12 +21,15 @@
 #include "parallel/model/blas_threads.h"
 #include "parallel/train/trainer.h"
 #include "support/multi_rank.h"
+#include "training_setup.h"
 
 namespace cc::parallel {
 namespace {
 
 using cc::testing::RankContext;
 using cc::testing::runRanks;
+using testing::fileBytes;
+using testing::syntheticFor;
 
 // Tolerance on the loss, relative. The DP run averages N per-rank gradients (each a sum
 // over B rows) where one process sums N x B rows at once, and the collective adds in its
@@ -42,42 +44,20 @@ constexpr int kSteps = 50;
 constexpr int kRowsPerRank = 2;
 
 TrainOptions smallOptions(int batch, int64_t steps) {
-  TrainOptions options;
-  options.model.layers = 2;
-  options.model.heads = 2;
-  options.model.width = 64;
-  options.model.seq = 32;
-  options.model.vocab = 200;  // padded to 256; an odd layout size for the shards
-  options.batch = batch;
-  options.steps = steps;
-  options.lr = 1e-2f;
-  options.warmup = 5;
-  options.seed = 7;
-  return options;
+  return testing::smallTrainOptions(batch, steps, /*heads=*/2);
 }
 
-std::unique_ptr<BatchSource> syntheticFor(const TrainOptions& options, int rank, int world) {
-  return std::make_unique<SyntheticBatches>(
-      options.seed, options.model.vocab, BatchShape{options.batch, options.model.seq, rank, world});
-}
-
-// The data-parallel mesh over the fixture's communicator (dp = its size); it must outlive
-// the trainer that uses it.
+// The data-parallel mesh over the fixture's communicator (dp = its size).
 std::unique_ptr<Mesh> dataParallelMesh(ccComm_t comm, const GptConfig& model) {
   int world = 0;
   EXPECT_EQ(ccCommCount(comm, &world), ccSuccess);
-  auto mesh = Mesh::create(comm, {world, 1, 1}, model);
-  EXPECT_TRUE(mesh.isOk()) << mesh.status().message();
-  return mesh.isOk() ? std::move(mesh).value() : nullptr;
+  return testing::meshFor(comm, {world, 1, 1}, model);
 }
 
 std::vector<double> referenceLosses(int world, int steps, int gradAccum = 1) {
   TrainOptions options = smallOptions(kRowsPerRank * world, steps);
   options.gradAccum = gradAccum;
-  Trainer trainer(options, syntheticFor(options, 0, 1));
-  std::vector<double> losses;
-  for (int i = 0; i < steps; ++i) losses.push_back(trainer.step().loss);
-  return losses;
+  return testing::oneProcessLosses(options, steps);
 }
 
 std::filesystem::path scratch(const std::string& name) {
@@ -86,11 +66,6 @@ std::filesystem::path scratch(const std::string& name) {
   std::filesystem::remove_all(directory);
   std::filesystem::create_directories(directory);
   return directory;
-}
-
-std::string fileBytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 struct Equivalence {

@@ -16,62 +16,34 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "gradient_check.h"
 #include "parallel/checkpoint/checkpoint.h"
 #include "parallel/mesh/mesh.h"
-#include "parallel/model/initialize.h"
 #include "parallel/model/tensor_split.h"
 #include "parallel/tp/tensor_parallel_comm.h"
 #include "parallel/train/trainer.h"
 #include "support/multi_rank.h"
+#include "training_setup.h"
 
 namespace cc::parallel {
 namespace {
 
 using cc::testing::RankContext;
 using cc::testing::runRanks;
+using testing::fileBytes;
 using testing::initializeModel;
 using testing::randomTokens;
+using testing::syntheticFor;
 
 constexpr double kLossTolerance = 1e-5;
 
-GptConfig smallModel() {
-  GptConfig config;
-  config.layers = 2;
-  config.heads = 4;
-  config.width = 64;
-  config.seq = 32;
-  config.vocab = 200;  // padded to 256: the last shard of 4 holds only padding columns
-  return config;
-}
-
 TrainOptions smallOptions(int batch, int64_t steps) {
-  TrainOptions options;
-  options.model = smallModel();
-  options.batch = batch;
-  options.steps = steps;
-  options.lr = 1e-2f;
-  options.warmup = 5;
-  options.seed = 7;
-  return options;
-}
-
-std::unique_ptr<BatchSource> syntheticFor(const TrainOptions& options, int rank, int world) {
-  return std::make_unique<SyntheticBatches>(
-      options.seed, options.model.vocab, BatchShape{options.batch, options.model.seq, rank, world});
-}
-
-std::unique_ptr<Mesh> meshOf(ccComm_t comm, const MeshShape& shape, const GptConfig& model) {
-  auto mesh = Mesh::create(comm, shape, model);
-  EXPECT_TRUE(mesh.isOk()) << mesh.status().message();
-  return mesh.isOk() ? std::move(mesh).value() : nullptr;
+  return testing::smallTrainOptions(batch, steps, /*heads=*/4);
 }
 
 TEST(TensorParallel, GradientsAreTheOneProcessGradientsSliced) {
-  GptConfig config = smallModel();
+  GptConfig config = smallOptions(1, 1).model;
   config.seq = 8;
   const int batch = 2;
   const auto inputs = randomTokens(config, batch, 1);
@@ -99,21 +71,16 @@ TEST(TensorParallel, GradientsAreTheOneProcessGradientsSliced) {
         model.backward(1.0);
         ASSERT_TRUE(group.value()->status().isOk()) << group.value()->status().message();
         EXPECT_NEAR(loss, referenceLoss, 1e-12 * referenceLoss);
-        const ParameterLayout whole(config);
+        std::vector<double> expected(model.layout().totalSize());
+        takePart<double>(model.layout(), ParameterLayout(config), referenceGradients, expected);
         double worst = 0;
         for (const TensorSlice& tensor : model.layout().tensors()) {
-          const TensorSlice& original = whole.tensors()[tensor.fullIndex];
-          std::vector<double> expected(tensor.size);
-          takeShard<double>(
-              tensor, part.tpRank, part.tpSize,
-              std::span<const double>(referenceGradients).subspan(original.offset, original.size),
-              expected);
-          for (size_t i = 0; i < tensor.size; ++i) {
-            const double actual = model.gradients()[tensor.offset + i];
-            const double error = std::abs(actual - expected[i]);
-            worst = std::max(worst, error / (1e-9 + std::abs(expected[i])));
-            ASSERT_LE(error, 1e-15 + 1e-12 * std::abs(expected[i]))
-                << tensor.name << "[" << i << "] at tp " << tp << " rank " << context.rank;
+          for (size_t at = tensor.offset; at < tensor.offset + tensor.size; ++at) {
+            const double error = std::abs(model.gradients()[at] - expected[at]);
+            worst = std::max(worst, error / (1e-9 + std::abs(expected[at])));
+            ASSERT_LE(error, 1e-15 + 1e-12 * std::abs(expected[at]))
+                << tensor.name << "[" << at - tensor.offset << "] at tp " << tp << " rank "
+                << context.rank;
           }
         }
         if (context.rank == 0)
@@ -131,11 +98,7 @@ struct Shape {
 class TensorParallelEquivalence : public ::testing::TestWithParam<Shape> {};
 
 std::vector<double> referenceLosses(int rows, int steps) {
-  const TrainOptions options = smallOptions(rows, steps);
-  Trainer trainer(options, syntheticFor(options, 0, 1));
-  std::vector<double> losses;
-  for (int i = 0; i < steps; ++i) losses.push_back(trainer.step().loss);
-  return losses;
+  return testing::oneProcessLosses(smallOptions(rows, steps), steps);
 }
 
 TEST_P(TensorParallelEquivalence, MatchesOneProcessLossEveryStep) {
@@ -148,7 +111,7 @@ TEST_P(TensorParallelEquivalence, MatchesOneProcessLossEveryStep) {
       TrainOptions options = smallOptions(kRows / shape.dp, kSteps);
       options.parallel.zeroStage = shape.zero;
       options.parallel.bucketBytes = 64 << 10;
-      auto mesh = meshOf(comm, {shape.dp, 1, shape.tp}, options.model);
+      auto mesh = testing::meshFor(comm, {shape.dp, 1, shape.tp}, options.model);
       ASSERT_NE(mesh, nullptr);
       Trainer trainer(options, syntheticFor(options, mesh->coordinates().dp, shape.dp), mesh.get());
       ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
@@ -180,11 +143,6 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TensorParallelEquivalence,
                                   std::to_string(shapeInfo.param.zero);
                          });
 
-std::string fileBytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 TEST(TensorParallelCheckpoint, Tp2Dp2ResumesOnOneProcess) {
   const auto directory =
       std::filesystem::temp_directory_path() / ("cc_tp_test_" + std::to_string(::getpid()));
@@ -197,7 +155,7 @@ TEST(TensorParallelCheckpoint, Tp2Dp2ResumesOnOneProcess) {
     {
       TrainOptions options = smallOptions(kRows / 2, kSteps);
       options.parallel.zeroStage = 1;
-      auto mesh = meshOf(comm, {2, 1, 2}, options.model);
+      auto mesh = testing::meshFor(comm, {2, 1, 2}, options.model);
       ASSERT_NE(mesh, nullptr);
       Trainer trainer(options, syntheticFor(options, mesh->coordinates().dp, 2), mesh.get());
       ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
@@ -231,7 +189,7 @@ TEST(TensorParallelTraffic, OneStepCallsTheScheduledAllReduces) {
     {
       TrainOptions options = smallOptions(4, 3);
       options.gradAccum = kGradAccum;
-      auto mesh = meshOf(comm, {1, 1, kTp}, options.model);
+      auto mesh = testing::meshFor(comm, {1, 1, kTp}, options.model);
       ASSERT_NE(mesh, nullptr);
       Trainer trainer(options, syntheticFor(options, 0, 1), mesh.get());
       ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
