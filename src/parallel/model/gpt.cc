@@ -1,7 +1,6 @@
 #include "parallel/model/gpt.h"
 
 #include <algorithm>
-#include <cassert>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -47,9 +46,14 @@ Gpt<T>::Gpt(const ParameterLayout& layout, int maxBatch, size_t bufferElements)
 
 template <typename T>
 bool Gpt<T>::split() const {
-  assert((layout_.part().tpSize == 1 || tensorParallel_ != nullptr) &&
-         "a tensor-parallel shard needs setTensorParallel");
-  return layout_.part().tpSize > 1;
+  if (layout_.part().tpSize == 1) return false;
+  if (tensorParallel_ == nullptr) {
+    std::fprintf(stderr,
+                 "Gpt: a tensor-parallel shard (%d of %d) runs only after setTensorParallel\n",
+                 layout_.part().tpRank, layout_.part().tpSize);
+    std::abort();
+  }
+  return true;
 }
 
 template <typename T>
