@@ -112,8 +112,6 @@ void DataParallel::record(const Status& status) {
   if (error_.isOk() && !status.isOk()) error_ = status;
 }
 
-Status DataParallel::launch(size_t index) { return strategy_->launchReduction(index); }
-
 void DataParallel::releaseCompletedGradients(bool all) {
   if (!strategy_->releasesGradients() || released_ == launched_) return;
   if (!all) {
@@ -154,7 +152,7 @@ Status DataParallel::endMicroBatch() {
     // Without overlap this is where every segment starts; with it, all have (backward
     // ends at offset 0), and this only covers a backward that was cut short.
     for (; error_.isOk() && launched_ < context_.segments.size(); ++launched_) {
-      record(launch(launched_));
+      record(strategy_->launchReduction(launched_));
     }
   }
   return error_;
@@ -204,7 +202,7 @@ void DataParallel::afterBlockBackward(int layer) {
 void DataParallel::gradientsFinalFrom(size_t offset) {
   if (!inMicroBatch_ || !communicates_ || !options_.overlap || !error_.isOk()) return;
   while (launched_ < context_.segments.size() && context_.segments[launched_].begin >= offset) {
-    record(launch(launched_));
+    record(strategy_->launchReduction(launched_));
     ++launched_;
     if (!error_.isOk()) return;
   }

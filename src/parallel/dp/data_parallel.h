@@ -105,7 +105,6 @@ class DataParallel final : public GptObserver {
  private:
   DataParallel(Gpt<float>& model, const DataParallelOptions& options,
                std::unique_ptr<ShardingStrategy> strategy, std::unique_ptr<BucketReducer> reducer);
-  Status launch(size_t segment);
   void releaseCompletedGradients(bool all);
   void record(const Status& status);
   bool ownParameterChannel() const { return context_.paramComm != context_.gradComm; }

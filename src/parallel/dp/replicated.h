@@ -10,10 +10,11 @@ namespace cc::parallel {
 
 class Replicated final : public ShardingStrategy {
  public:
+  // alignToTensors: buckets of whole tensors (tensorAlignedBuckets) instead of equal ones.
+  explicit Replicated(bool alignToTensors = false) : alignToTensors_(alignToTensors) {}
   int stage() const override { return 0; }
   std::vector<Segment> segments(const Gpt<float>& model, size_t padded, int world,
                                 size_t bucketElements) const override;
-  void setAlignToTensors(bool align) { alignToTensors_ = align; }
 
   size_t optimizerStateSize() const override;
   MemoryEstimate memoryEstimate() const override;
@@ -26,7 +27,7 @@ class Replicated final : public ShardingStrategy {
   std::vector<float> shardOf(std::span<const float> full) const override;
 
  private:
-  bool alignToTensors_ = false;
+  bool alignToTensors_;
 };
 
 }  // namespace cc::parallel

@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "parallel/mesh/cc_call.h"
 
@@ -14,47 +15,43 @@ Result<std::unique_ptr<TensorParallelComm>> TensorParallelComm::create(ccComm_t 
   return group;
 }
 
-void TensorParallelComm::allReduce(void* values, size_t count, ccDataType_t type, ccRedOp_t op,
-                                   const char* what) {
+template <typename T>
+void TensorParallelComm::reduce(std::span<T> values, ccRedOp_t op, const char* what) {
   if (!error_.isOk()) return;
-  error_ = ccCall(ccAllReduce(values, values, count, type, op, comm_, nullptr), comm_,
-                  std::string("tp: ") + what);
+  const ccDataType_t type = std::is_same_v<T, float> ? ccFloat32 : ccFloat64;
+  error_ =
+      ccCall(ccAllReduce(values.data(), values.data(), values.size(), type, op, comm_, nullptr),
+             comm_, std::string("tp: ") + what);
 }
 
-void TensorParallelComm::copyToRegionBackward(std::span<float> gradient) {
-  allReduce(gradient.data(), gradient.size(), ccFloat32, ccSum,
-            "all-reduce of an input gradient (f backward)");
-}
+namespace {
+constexpr const char* kCopyBackward = "all-reduce of an input gradient (f backward)";
+constexpr const char* kReduceForward = "all-reduce of partial outputs (g forward)";
+}  // namespace
 
-void TensorParallelComm::copyToRegionBackward(std::span<double> gradient) {
-  allReduce(gradient.data(), gradient.size(), ccFloat64, ccSum,
-            "all-reduce of an input gradient (f backward)");
+void TensorParallelComm::copyToRegionBackward(std::span<float> g) {
+  reduce(g, ccSum, kCopyBackward);
 }
-
-void TensorParallelComm::reduceFromRegionForward(std::span<float> partial) {
-  allReduce(partial.data(), partial.size(), ccFloat32, ccSum,
-            "all-reduce of partial outputs (g forward)");
+void TensorParallelComm::copyToRegionBackward(std::span<double> g) {
+  reduce(g, ccSum, kCopyBackward);
 }
-
-void TensorParallelComm::reduceFromRegionForward(std::span<double> partial) {
-  allReduce(partial.data(), partial.size(), ccFloat64, ccSum,
-            "all-reduce of partial outputs (g forward)");
+void TensorParallelComm::reduceFromRegionForward(std::span<float> p) {
+  reduce(p, ccSum, kReduceForward);
 }
-
-void TensorParallelComm::allReduceMax(std::span<float> values) {
-  allReduce(values.data(), values.size(), ccFloat32, ccMax, "all-reduce of the loss's row max");
+void TensorParallelComm::reduceFromRegionForward(std::span<double> p) {
+  reduce(p, ccSum, kReduceForward);
 }
-
-void TensorParallelComm::allReduceMax(std::span<double> values) {
-  allReduce(values.data(), values.size(), ccFloat64, ccMax, "all-reduce of the loss's row max");
+void TensorParallelComm::allReduceMax(std::span<float> v) {
+  reduce(v, ccMax, "all-reduce of row maxima");
 }
-
-void TensorParallelComm::allReduceSum(std::span<float> values) {
-  allReduce(values.data(), values.size(), ccFloat32, ccSum, "all-reduce of the loss's row sums");
+void TensorParallelComm::allReduceMax(std::span<double> v) {
+  reduce(v, ccMax, "all-reduce of row maxima");
 }
-
-void TensorParallelComm::allReduceSum(std::span<double> values) {
-  allReduce(values.data(), values.size(), ccFloat64, ccSum, "all-reduce of the loss's row sums");
+void TensorParallelComm::allReduceSum(std::span<float> v) {
+  reduce(v, ccSum, "all-reduce of row sums");
+}
+void TensorParallelComm::allReduceSum(std::span<double> v) {
+  reduce(v, ccSum, "all-reduce of row sums");
 }
 
 }  // namespace cc::parallel

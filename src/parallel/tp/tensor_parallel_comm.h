@@ -35,7 +35,9 @@ class TensorParallelComm final : public TensorParallelGroup {
 
  private:
   explicit TensorParallelComm(ccComm_t comm) : comm_(comm) {}
-  void allReduce(void* values, size_t count, ccDataType_t type, ccRedOp_t op, const char* what);
+  // A blocking all-reduce of values in place, unless an earlier call failed.
+  template <typename T>
+  void reduce(std::span<T> values, ccRedOp_t op, const char* what);
 
   ccComm_t comm_;
   int size_ = 1;

@@ -14,11 +14,9 @@ Result<std::unique_ptr<ShardingStrategy>> makeShardingStrategy(const DataParalle
                            " (a sharded bucket must be a multiple of the DP world size)");
   }
   switch (options.zeroStage) {
-    case 0: {
-      auto replicated = std::make_unique<Replicated>();
-      replicated->setAlignToTensors(options.alignBucketsToTensors);
-      return std::unique_ptr<ShardingStrategy>(std::move(replicated));
-    }
+    case 0:
+      return std::unique_ptr<ShardingStrategy>(
+          std::make_unique<Replicated>(options.alignBucketsToTensors));
     case 1:
       return std::unique_ptr<ShardingStrategy>(std::make_unique<ShardedOptimizerState>());
     case 2:
