@@ -9,13 +9,13 @@ if [ "${1:-}" = "--fix" ]; then
   clang-format -i "${files[@]}"
   exit 0
 fi
-unformatted=()
-for file in "${files[@]}"; do
-  clang-format --dry-run --Werror "$file" >/dev/null 2>&1 || unformatted+=("$file")
-done
-if [ ${#unformatted[@]} -gt 0 ]; then
-  echo "check-format: ${#unformatted[@]} file(s) differ from clang-format (run scripts/check-format.sh --fix):"
-  printf '  %s\n' "${unformatted[@]}"
-  exit 1
+# One clang-format over every file; each difference is reported as "FILE:LINE:COL: error".
+if report=$(clang-format --dry-run --Werror "${files[@]}" 2>&1); then
+  echo "check-format: ${#files[@]} files formatted"
+  exit 0
 fi
-echo "check-format: ${#files[@]} files formatted"
+mapfile -t unformatted < <(grep -oE '^[^: ]+:[0-9]+:[0-9]+: error' <<<"$report" | cut -d: -f1 | sort -u)
+echo "check-format: ${#unformatted[@]} file(s) differ from clang-format (run scripts/check-format.sh --fix):"
+printf '  %s\n' "${unformatted[@]}"
+[ ${#unformatted[@]} -gt 0 ] || echo "$report"
+exit 1
