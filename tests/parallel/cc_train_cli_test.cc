@@ -57,6 +57,9 @@ TEST_F(CcTrainCli, BadFlagsAreClearErrors) {
       {"--lr nan", "--lr: \"nan\" is not a number"},
       {"--width 10 --heads 4", "width 10 is not a multiple of heads 4"},
       {"--prepare only-one", "--prepare needs TEXT and OUT.bin"},
+      {"--sp", "--sp shards the sequence over the TP group: it needs --tp above 1"},
+      {"--tp 3 --heads 3 --width 96 --seq 32 --sp",
+       "--sp: --tp 3 does not divide the sequence length --seq 32"},
   };
   for (const Case& c : cases) {
     const Outcome outcome = runTrain(c.arguments);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cc-train under mpirun (-np 2 --dp 2 with zero 0 and 3, -np 4 --dp 4 --zero 2, -np 4 --dp 2
-# --tp 2 --zero 1, -np 2 --tp 2) logs the same loss at every step
+# --tp 2 --zero 1, -np 2 --tp 2, and the last two with --sp) logs the same loss at every step
 # as the one-process run on the same global batch (8 rows), to the
 # tolerance data_parallel_test.cc explains (1e-5 relative), widened to 3e-5
 # because the CSV keeps 6 significant digits (up to 1e-5 relative at a loss near 1).
@@ -13,13 +13,14 @@ trap 'rm -rf "$work"' EXIT
 model=(--layers 2 --heads 4 --width 64 --seq 32 --vocab 200 --steps 50 --warmup 5 --lr 1e-2 --seed 7 --print-every 25)
 
 "$train" "${model[@]}" --batch 8 --log "$work/one.csv" >"$work/one.out"
-# dp 2 with zero 0 and 3, dp 4 with zero 2 (4 ranks x 2 rows), dp 2 x tp 2, tp 2: the same
-# 8 rows a step.
-for run in "2 0 1" "2 3 1" "4 2 1" "2 1 2" "1 0 2"; do
-  read -r dp zero tp <<< "$run"
+# dp 2 with zero 0 and 3, dp 4 with zero 2 (4 ranks x 2 rows), dp 2 x tp 2, tp 2, both
+# again with sequence parallelism: the same 8 rows a step.
+for run in "2 0 1" "2 3 1" "4 2 1" "2 1 2" "1 0 2" "2 1 2 --sp" "1 0 2 --sp"; do
+  read -r dp zero tp sp <<< "$run"
   np=$((dp * tp))
-  name=dp$dp-tp$tp-zero$zero
-  "$mpirun" --allow-run-as-root --oversubscribe -np "$np" "$train" "${model[@]}" --dp "$dp" --tp "$tp" \
+  name=dp$dp-tp$tp-zero$zero${sp:+-sp}
+  # shellcheck disable=SC2086 # $sp is one flag or nothing
+  "$mpirun" --allow-run-as-root --oversubscribe -np "$np" "$train" "${model[@]}" --dp "$dp" --tp "$tp" $sp \
     --zero "$zero" --batch $((8 / dp)) --bucket-mb 0.05 --log "$work/$name.csv" >"$work/$name.out" 2>&1 ||
     { cat "$work/$name.out"; exit 1; }
   grep -q "mesh: dp $dp x pp 1 x tp $tp" "$work/$name.out" || { echo "no placement table"; cat "$work/$name.out"; exit 1; }

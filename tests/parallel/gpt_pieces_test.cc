@@ -159,20 +159,38 @@ TEST(GptPieces, MicroBatchesInFlightGiveTheSequentialRun) {
 }
 
 TEST(GptPieces, ActivationMemoryIsTheDocumentedFormula) {
-  // docs/TRAINING.md, "Memory": A in floats for one micro-batch in flight.
-  for (int batch : {1, 3}) {
-    GptConfig config = tinyConfig();
-    config.layers = 4;
-    const size_t b = static_cast<size_t>(batch), t = static_cast<size_t>(config.seq);
-    const size_t c = static_cast<size_t>(config.width), h = static_cast<size_t>(config.heads);
-    const size_t l = static_cast<size_t>(config.layers);
-    const size_t vp = static_cast<size_t>(config.paddedVocab());
-    const size_t formula = l * (b * t * (16 * c + 4) + b * h * t * t) + b * t * (3 * c + 3 + vp) +
-                           b * t * (14 * c + vp) + t * t + 2 * c;
-    EXPECT_EQ(activationElementCount(ParameterLayout(config), batch), formula);
-    // Each further micro-batch in flight costs one arena, not another workspace.
-    const size_t arena = ActivationArena<float>::elementCount(ParameterLayout(config), batch);
-    EXPECT_EQ(activationElementCount(ParameterLayout(config), batch, 3), formula + 2 * arena);
+  // docs/TRAINING.md, "Memory" (one process) and "Tensor parallelism" (per rank, with and
+  // without sequence parallelism): A in floats for one micro-batch in flight.
+  struct Split {
+    int tp;
+    bool sp;
+  };
+  for (const Split split : {Split{1, false}, Split{2, false}, Split{2, true}, Split{4, true}}) {
+    for (int batch : {1, 3}) {
+      GptConfig config = tinyConfig();
+      config.layers = 4;
+      config.heads = 4;
+      config.seq = 8;
+      const ModelPart part{0, config.layers, split.tp, split.tp - 1, split.sp};
+      ASSERT_TRUE(validatePart(config, part).isOk());
+      const ParameterLayout layout(config, part);
+      const size_t b = static_cast<size_t>(batch), t = static_cast<size_t>(config.seq);
+      const size_t c = static_cast<size_t>(config.width), h = static_cast<size_t>(config.heads);
+      const size_t l = static_cast<size_t>(config.layers);
+      const size_t vp = static_cast<size_t>(config.paddedVocab());
+      const size_t tp = static_cast<size_t>(split.tp);
+      const size_t n = b * t;                  // N, the rows
+      const size_t m = split.sp ? n / tp : n;  // M, the residual stream's rows on this rank
+      const size_t formula = l * (4 * m * c + 4 * m + 12 * n * c / tp + b * h * t * t / tp) +
+                             2 * m * c + 2 * m + n * vp / tp + n +              // the arena's rest
+                             2 * n * c + m * c + 12 * n * c / tp + n * vp / tp  // the workspace
+                             + t * t + 2 * c + (tp > 1 ? 3 * n : 0) + (split.sp ? 4 * c : 0);
+      EXPECT_EQ(activationElementCount(layout, batch), formula)
+          << "tp " << split.tp << (split.sp ? " sp" : "") << " batch " << batch;
+      // Each further micro-batch in flight costs one arena, not another workspace.
+      const size_t arena = ActivationArena<float>::elementCount(layout, batch);
+      EXPECT_EQ(activationElementCount(layout, batch, 3), formula + 2 * arena);
+    }
   }
 }
 

@@ -59,6 +59,7 @@ machine:   --threads N (1, OpenBLAS threads)
 parallel:  --dp N (1) --tp N (1; heads and the padded vocab divisible by it); run under
            mpirun -np DP*TP --zero 0|1|2|3 (0) --bucket-mb X (25)
            --no-overlap (reduce gradients after backward instead of during it)
+           --sp (sequence parallelism over the TP group; --tp divides --seq)
 )";
 }
 
@@ -153,6 +154,10 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
       train.parallel.overlap = false;
       continue;
     }
+    if (flag == "--sp") {
+      train.sequenceParallel = true;
+      continue;
+    }
     if (flag == "--prepare") {
       if (i + 2 >= arguments.size()) return invalidArgument("--prepare needs TEXT and OUT.bin");
       options.prepareText = arguments[i + 1];
@@ -170,6 +175,13 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
   if (!options.evalPath.empty() && !options.stepsGiven) train.steps = 0;
   if (train.warmup > train.steps) train.warmup = train.steps;
   CC_TRY(model.validate());
+  if (train.sequenceParallel && options.tp == 1)
+    return invalidArgument("--sp shards the sequence over the TP group: it needs --tp above 1");
+  if (train.sequenceParallel && model.seq % options.tp != 0) {
+    return invalidArgument("--sp: --tp " + std::to_string(options.tp) +
+                           " does not divide the sequence length --seq " +
+                           std::to_string(model.seq));
+  }
   return options;
 }
 

@@ -7,6 +7,7 @@ namespace {
 
 struct Sizes {
   size_t rows;           // N = B x T
+  size_t localRows;      // M: N, or N / tp under sequence parallelism
   size_t width;          // C
   size_t shardWidth;     // Cs
   size_t hidden;         // F
@@ -21,14 +22,16 @@ Sizes sizesOf(const ParameterLayout& layout, int maxBatch) {
   const size_t batch = static_cast<size_t>(maxBatch);
   const size_t seq = static_cast<size_t>(config.seq);
   const ShardDimensions& shard = layout.shard();
+  const ModelPart& part = layout.part();
   return Sizes{batch * seq,
+               batch * seq / static_cast<size_t>(part.sequenceParallel ? part.tpSize : 1),
                static_cast<size_t>(config.width),
                static_cast<size_t>(shard.width),
                static_cast<size_t>(shard.hidden),
                batch * static_cast<size_t>(shard.heads) * seq * seq,
                seq * seq,
                static_cast<size_t>(shard.vocab),
-               layout.part().tpSize > 1 ? 3 * batch * seq : 0};
+               part.tpSize > 1 ? 3 * batch * seq : 0};
 }
 
 // One walk over an arena or a workspace, used both to count and to hand out pointers,
@@ -39,28 +42,28 @@ void carveArena(const ParameterLayout& layout, int maxBatch, Take take,
   const Sizes s = sizesOf(layout, maxBatch);
   for (int layer = layout.firstLayer(); layer < layout.endLayer(); ++layer) {
     BlockActivations<T> block{};
-    block.ln1 = take(s.rows * s.width);
-    block.ln1Mean = take(s.rows);
-    block.ln1Rstd = take(s.rows);
+    block.ln1 = take(s.localRows * s.width);
+    block.ln1Mean = take(s.localRows);
+    block.ln1Rstd = take(s.localRows);
     block.qkv = take(s.rows * 3 * s.shardWidth);
     block.atty = take(s.rows * s.shardWidth);
     block.att = take(s.scores);
-    block.residual2 = take(s.rows * s.width);
-    block.ln2 = take(s.rows * s.width);
-    block.ln2Mean = take(s.rows);
-    block.ln2Rstd = take(s.rows);
+    block.residual2 = take(s.localRows * s.width);
+    block.ln2 = take(s.localRows * s.width);
+    block.ln2Mean = take(s.localRows);
+    block.ln2Rstd = take(s.localRows);
     block.fch = take(s.rows * s.hidden);
     block.fchGelu = take(s.rows * s.hidden);
-    block.residual3 = take(s.rows * s.width);
+    block.residual3 = take(s.localRows * s.width);
     if (blocks != nullptr) blocks->push_back(block);
   }
-  T* in = take(s.rows * s.width);
+  T* in = take(s.localRows * s.width);
   if (input != nullptr) *input = in;
   if (layout.hasHead()) {
     HeadActivations<T> carved{};
-    carved.lnf = take(s.rows * s.width);
-    carved.lnfMean = take(s.rows);
-    carved.lnfRstd = take(s.rows);
+    carved.lnf = take(s.localRows * s.width);
+    carved.lnfMean = take(s.localRows);
+    carved.lnfRstd = take(s.localRows);
     carved.probs = take(s.rows * s.vocab);
     carved.losses = take(s.rows);
     if (head != nullptr) *head = carved;
@@ -72,7 +75,7 @@ void carveWorkspace(const ParameterLayout& layout, int maxBatch, Take take,
                     Workspace<T>* workspace) {
   const Sizes s = sizesOf(layout, maxBatch);
   T* projection = take(s.rows * s.width);
-  T* dhidden = take(s.rows * s.width);
+  T* dhidden = take(s.localRows * s.width);
   T* dln = take(s.rows * s.width);
   T* dqkv = take(s.rows * 3 * s.shardWidth);
   T* datty = take(s.rows * s.shardWidth);
@@ -82,8 +85,10 @@ void carveWorkspace(const ParameterLayout& layout, int maxBatch, Take take,
   T* dlogits = layout.hasHead() ? take(s.rows * s.vocab) : nullptr;
   T* layerNorm = take(2 * s.width);
   T* lossScratch = layout.hasHead() && s.lossScratch > 0 ? take(s.lossScratch) : nullptr;
+  T* sequenceGradients = layout.part().sequenceParallel ? take(4 * s.width) : nullptr;
   if (workspace == nullptr) return;
   workspace->lossScratch = lossScratch;
+  workspace->sequenceGradients = sequenceGradients;
   workspace->projection = projection;
   workspace->dhidden = dhidden;
   workspace->dln = dln;
@@ -129,6 +134,8 @@ ActivationArena<T>::ActivationArena(const ParameterLayout& layout, int maxBatch)
     : maxBatch_(maxBatch),
       seq_(layout.config().seq),
       firstLayer_(layout.firstLayer()),
+      rowShards_(layout.part().sequenceParallel ? layout.part().tpSize : 1),
+      rowShard_(layout.part().sequenceParallel ? layout.part().tpRank : 0),
       storage_(elementCount(layout, maxBatch)) {
   carveArena<T>(layout, maxBatch, Carver<T>{storage_.data()}, &blocks_, &input_, &head_);
 }

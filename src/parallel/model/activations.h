@@ -18,29 +18,32 @@
 namespace cc::parallel {
 
 // Sizes are N = B x T rows, C the model width, Cs and Hs the shard's attention width and
-// heads, F the shard's MLP hidden width (4C / tp), Vs the shard's vocabulary (Vp / tp).
+// heads, F the shard's MLP hidden width (4C / tp), Vs the shard's vocabulary (Vp / tp), and
+// M the rows of the residual stream this rank holds: N, or N / tp under sequence
+// parallelism (the LayerNorms and residuals shard; the regions between a column-parallel
+// and a row-parallel linear see all N rows).
 template <typename T>
 struct BlockActivations {
-  T* ln1;        // [N, C]
-  T* ln1Mean;    // [N]
-  T* ln1Rstd;    // [N]
+  T* ln1;        // [M, C]
+  T* ln1Mean;    // [M]
+  T* ln1Rstd;    // [M]
   T* qkv;        // [N, 3Cs]: this shard's q, k, v heads
   T* atty;       // [N, Cs]
   T* att;        // [B, Hs, T, T]
-  T* residual2;  // [N, C]
-  T* ln2;        // [N, C]
-  T* ln2Mean;    // [N]
-  T* ln2Rstd;    // [N]
+  T* residual2;  // [M, C]
+  T* ln2;        // [M, C]
+  T* ln2Mean;    // [M]
+  T* ln2Rstd;    // [M]
   T* fch;        // [N, F]
   T* fchGelu;    // [N, F]
-  T* residual3;  // [N, C]: the block's output
+  T* residual3;  // [M, C]: the block's output
 };
 
 template <typename T>
 struct HeadActivations {
-  T* lnf;      // [N, C]
-  T* lnfMean;  // [N]
-  T* lnfRstd;  // [N]
+  T* lnf;      // [M, C]
+  T* lnfMean;  // [M]
+  T* lnfRstd;  // [M]
   T* probs;    // [N, Vs]: logits, turned into probabilities in place
   T* losses;   // [N]
 };
@@ -62,10 +65,15 @@ class ActivationArena {
   void setBatch(std::span<const int32_t> inputs, std::span<const int32_t> targets, int batch);
   int batch() const { return batch_; }
   size_t rows() const;
+  // The residual stream's rows this rank holds, [firstLocalRow, + localRows) of the N
+  // (row-major [batch, seq]): all of them but under sequence parallelism, where TP rank r
+  // holds the r-th of tp equal chunks (for batch 1, Megatron's split of the sequence).
+  size_t localRows() const { return rows() / static_cast<size_t>(rowShards_); }
+  size_t firstLocalRow() const { return static_cast<size_t>(rowShard_) * localRows(); }
   const int32_t* inputs() const { return inputs_.data(); }
   const int32_t* targets() const { return targets_.data(); }
 
-  // [N, C]: the part's input hidden state (the embeddings' output on the first stage, the
+  // [M, C]: the part's input hidden state (the embeddings' output on the first stage, the
   // previous stage's output elsewhere).
   T* input() { return input_; }
   const T* input() const { return input_; }
@@ -83,6 +91,8 @@ class ActivationArena {
   int maxBatch_;
   int seq_;
   int firstLayer_;
+  int rowShards_;  // tp under sequence parallelism, else 1
+  int rowShard_;
   std::vector<T> storage_;
   std::vector<int32_t> inputs_;
   std::vector<int32_t> targets_;
@@ -100,17 +110,22 @@ class Workspace {
   Workspace& operator=(const Workspace&) = delete;
   static size_t elementCount(const ParameterLayout& layout, int maxBatch);
 
-  T* projection = nullptr;   // [N, C]: a c_proj output, consumed at once by the residual add
-  T* dhidden = nullptr;      // [N, C]: the residual stream's gradient, flowing down the blocks
-  T* dln = nullptr;          // [N, C]
-  T* dqkv = nullptr;         // [N, 3Cs]
-  T* datty = nullptr;        // [N, Cs]
-  T* dfch = nullptr;         // [N, F]
-  T* dfchGelu = nullptr;     // [N, F]
-  T* dscores = nullptr;      // [T, T]
-  T* dlogits = nullptr;      // [N, Vs] (where the part has the head)
-  T* layerNorm = nullptr;    // [2C]
-  T* lossScratch = nullptr;  // [3N]: the vocabulary-parallel loss's reductions (tp > 1)
+  // [N, C]: a c_proj's output (the residual add consumes it at once); under sequence
+  // parallelism also the all-gathered rows a column-parallel linear reads, and in backward
+  // the gathered output gradient and re-gathered input of a linear.
+  T* projection = nullptr;
+  T* dhidden = nullptr;            // [M, C]: the residual stream's gradient, down the blocks
+  T* dln = nullptr;                // [N, C]
+  T* dqkv = nullptr;               // [N, 3Cs]
+  T* datty = nullptr;              // [N, Cs]
+  T* dfch = nullptr;               // [N, F]
+  T* dfchGelu = nullptr;           // [N, F]
+  T* dscores = nullptr;            // [T, T]
+  T* dlogits = nullptr;            // [N, Vs] (where the part has the head)
+  T* layerNorm = nullptr;          // [2C]
+  T* lossScratch = nullptr;        // [3N]: the vocabulary-parallel loss's reductions (tp > 1)
+  T* sequenceGradients = nullptr;  // [4C]: a block's LayerNorm gradients over its M rows,
+                                   // summed over the TP group (sequence parallelism)
 
  private:
   std::vector<T> storage_;

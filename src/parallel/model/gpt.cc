@@ -57,22 +57,82 @@ bool Gpt<T>::split() const {
 }
 
 template <typename T>
+bool Gpt<T>::sequenceParallel() const {
+  return layout_.part().sequenceParallel && split();
+}
+
+template <typename T>
+const T* Gpt<T>::gatherRows(const T* local, const ActivationArena<T>& arena) {
+  if (!sequenceParallel()) return local;
+  const size_t c = static_cast<size_t>(config_.width);
+  tensorParallel_->gatherSequence(std::span<const T>(local, arena.localRows() * c),
+                                  std::span<T>(workspace_.projection, arena.rows() * c));
+  return workspace_.projection;
+}
+
+template <typename T>
+T* Gpt<T>::sumPartials(T* partial, const ActivationArena<T>& arena, bool forward) {
+  const size_t c = static_cast<size_t>(config_.width);
+  if (!split()) return partial;
+  const std::span<T> whole(partial, arena.rows() * c);
+  if (sequenceParallel()) {
+    tensorParallel_->reduceScatterSequence(whole);
+    return partial + arena.firstLocalRow() * c;
+  }
+  if (forward) {
+    tensorParallel_->reduceFromRegionForward(whole);
+  } else {
+    tensorParallel_->copyToRegionBackward(whole);
+  }
+  return partial;
+}
+
+template <typename T>
+typename Gpt<T>::LayerNormGradient Gpt<T>::layerNormGradient(const LayerNormOffsets& offsets,
+                                                             int slot) {
+  if (!sequenceParallel())
+    return {gradients_.data() + offsets.weight, gradients_.data() + offsets.bias};
+  T* scratch = workspace_.sequenceGradients + 2 * static_cast<size_t>(slot * config_.width);
+  return {scratch, scratch + config_.width};
+}
+
+template <typename T>
+void Gpt<T>::sumLayerNormGradients(std::span<const LayerNormOffsets> norms) {
+  if (!sequenceParallel()) return;
+  const size_t c = static_cast<size_t>(config_.width);
+  T* scratch = workspace_.sequenceGradients;
+  tensorParallel_->allReduceSum(std::span<T>(scratch, 2 * c * norms.size()));
+  T* g = gradients_.data();
+  for (size_t k = 0; k < norms.size(); ++k) {
+    const T* weight = scratch + 2 * k * c;
+    const T* bias = weight + c;
+    for (size_t i = 0; i < c; ++i) g[norms[k].weight + i] += weight[i];
+    for (size_t i = 0; i < c; ++i) g[norms[k].bias + i] += bias[i];
+  }
+  zero(scratch, 2 * c * norms.size());  // the next backward accumulates from zero
+}
+
+template <typename T>
 void Gpt<T>::embeddingForward(ActivationArena<T>& arena) {
   const T* p = parameters_.data();
+  const size_t c = static_cast<size_t>(config_.width);
   if (!split()) {
     layers::embeddingForward(arena.input(), arena.inputs(), p + layout_.wte(), p + layout_.wpe(),
                              arena.batch(), config_.seq, config_.width);
     return;
   }
   // Each rank looks up the tokens it owns; g sums the lookups (one rank's row and zeros:
-  // exact), then the positions are added as on one process.
+  // exact; under SP each rank keeps its rows of the sum), then the positions are added as
+  // on one process.
   const ShardDimensions& shard = layout_.shard();
-  const size_t c = static_cast<size_t>(config_.width);
-  vocabParallelEmbeddingForward(arena.input(), arena.inputs(), p + layout_.wte(),
+  T* lookups = workspace_.projection;
+  vocabParallelEmbeddingForward(lookups, arena.inputs(), p + layout_.wte(),
                                 static_cast<size_t>(shard.firstToken),
                                 static_cast<size_t>(shard.vocab), arena.rows(), c);
-  tensorParallel_->reduceFromRegionForward(std::span<T>(arena.input(), arena.rows() * c));
-  addPositions(arena.input(), p + layout_.wpe(), arena.batch(), config_.seq, c);
+  const T* local = sumPartials(lookups, arena, /*forward=*/true);
+  std::copy(local, local + arena.localRows() * c, arena.input());
+  addPositions(arena.input(), p + layout_.wpe(), arena.firstLocalRow(), arena.localRows(),
+               config_.seq, c);
 }
 
 template <typename T>
@@ -85,28 +145,25 @@ void Gpt<T>::requireEveryLayer(const char* what) const {
 }
 
 template <typename T>
-void Gpt<T>::rowParallelForward(T* out, const T* inp, const T* weight, const T* bias, int rows,
-                                int inWidth) {
+const T* Gpt<T>::rowParallelForward(const T* inp, const T* weight, const T* bias, int inWidth,
+                                    const ActivationArena<T>& arena) {
+  const int rows = static_cast<int>(arena.rows());
   const int width = config_.width;
+  T* out = workspace_.projection;
   if (!split()) {
     linearForward(out, inp, weight, bias, rows, inWidth, width);  // the bias seeds the GEMM
-    return;
+    return out;
   }
   matmulForward(out, inp, weight, rows, inWidth, width);
-  tensorParallel_->reduceFromRegionForward(
-      std::span<T>(out, static_cast<size_t>(rows) * static_cast<size_t>(width)));
-  addBias(out, bias, rows, width);
-}
-
-template <typename T>
-void Gpt<T>::copyToRegionBackward(T* inputGradient, size_t count) {
-  if (split()) tensorParallel_->copyToRegionBackward(std::span<T>(inputGradient, count));
+  T* local = sumPartials(out, arena, /*forward=*/true);
+  addBias(local, bias, static_cast<int>(arena.localRows()), width);
+  return local;
 }
 
 template <typename T>
 void Gpt<T>::blockForward(int layer, ActivationArena<T>& arena) {
   const int rows = static_cast<int>(arena.rows());
-  const size_t n = arena.rows();
+  const size_t m = arena.localRows();
   const int width = config_.width;
   const size_t c = static_cast<size_t>(width);
   const ShardDimensions& shard = layout_.shard();
@@ -115,22 +172,24 @@ void Gpt<T>::blockForward(int layer, ActivationArena<T>& arena) {
   const BlockOffsets& w = layout_.block(layer);
   BlockActivations<T>& a = arena.block(layer);
   const T* residual = arena.blockInput(layer);
-  T* projection = workspace_.projection;
   if (observer_ != nullptr) observer_->beforeBlockForward(layer);
-  layerNormForward(a.ln1, a.ln1Mean, a.ln1Rstd, residual, p + w.ln1.weight, p + w.ln1.bias, n, c);
-  linearForward(a.qkv, a.ln1, p + w.attention.qkv.weight, p + w.attention.qkv.bias, rows, width,
-                3 * shard.width);
+  // The LayerNorms and residual adds run on the rank's M rows, the linears and the
+  // attention between them on all N.
+  layerNormForward(a.ln1, a.ln1Mean, a.ln1Rstd, residual, p + w.ln1.weight, p + w.ln1.bias, m, c);
+  linearForward(a.qkv, gatherRows(a.ln1, arena), p + w.attention.qkv.weight,
+                p + w.attention.qkv.bias, rows, width, 3 * shard.width);
   attentionForward(a.atty, a.att, a.qkv, shape);
-  rowParallelForward(projection, a.atty, p + w.attention.projection.weight,
-                     p + w.attention.projection.bias, rows, shard.width);
-  residualForward(a.residual2, residual, projection, n * c);
-  layerNormForward(a.ln2, a.ln2Mean, a.ln2Rstd, a.residual2, p + w.ln2.weight, p + w.ln2.bias, n,
+  const T* attention = rowParallelForward(a.atty, p + w.attention.projection.weight,
+                                          p + w.attention.projection.bias, shard.width, arena);
+  residualForward(a.residual2, residual, attention, m * c);
+  layerNormForward(a.ln2, a.ln2Mean, a.ln2Rstd, a.residual2, p + w.ln2.weight, p + w.ln2.bias, m,
                    c);
-  linearForward(a.fch, a.ln2, p + w.mlp.fc.weight, p + w.mlp.fc.bias, rows, width, shard.hidden);
-  geluForward(a.fchGelu, a.fch, n * static_cast<size_t>(shard.hidden));
-  rowParallelForward(projection, a.fchGelu, p + w.mlp.projection.weight, p + w.mlp.projection.bias,
-                     rows, shard.hidden);
-  residualForward(a.residual3, a.residual2, projection, n * c);
+  linearForward(a.fch, gatherRows(a.ln2, arena), p + w.mlp.fc.weight, p + w.mlp.fc.bias, rows,
+                width, shard.hidden);
+  geluForward(a.fchGelu, a.fch, arena.rows() * static_cast<size_t>(shard.hidden));
+  const T* mlp = rowParallelForward(a.fchGelu, p + w.mlp.projection.weight,
+                                    p + w.mlp.projection.bias, shard.hidden, arena);
+  residualForward(a.residual3, a.residual2, mlp, m * c);
   if (observer_ != nullptr) observer_->afterBlockForward(layer);
 }
 
@@ -142,9 +201,10 @@ double Gpt<T>::headForward(ActivationArena<T>& arena) {
   const T* p = parameters_.data();
   HeadActivations<T>& h = arena.head();
   layerNormForward(h.lnf, h.lnfMean, h.lnfRstd, arena.output(), p + layout_.lnfWeight(),
-                   p + layout_.lnfBias(), n, c);
+                   p + layout_.lnfBias(), arena.localRows(), c);
   const ShardDimensions& shard = layout_.shard();
-  tiedHeadForward(h.probs, h.lnf, p + layout_.headWeight(), rows, config_.width, shard.vocab);
+  tiedHeadForward(h.probs, gatherRows(h.lnf, arena), p + layout_.headWeight(), rows, config_.width,
+                  shard.vocab);
   if (!split()) {
     return crossEntropyForward(h.probs, h.losses, arena.targets(), n,
                                static_cast<size_t>(config_.vocab),
@@ -169,6 +229,7 @@ template <typename T>
 void Gpt<T>::headBackward(ActivationArena<T>& arena, T* dhidden, T lossScale) {
   const int rows = static_cast<int>(arena.rows());
   const size_t n = arena.rows();
+  const size_t m = arena.localRows();
   const size_t c = static_cast<size_t>(config_.width);
   const ShardDimensions& shard = layout_.shard();
   const size_t columns = static_cast<size_t>(shard.vocab);
@@ -188,12 +249,15 @@ void Gpt<T>::headBackward(ActivationArena<T>& arena, T* dhidden, T lossScale) {
         realColumns(first, columns, static_cast<size_t>(config_.vocab)), scale);
   }
   zero(d.dln, n * c);
-  tiedHeadBackward(d.dln, g + layout_.headWeight(), d.dlogits, h.lnf, p + layout_.headWeight(),
-                   rows, config_.width, shard.vocab);
-  copyToRegionBackward(d.dln, n * c);  // f before the column-parallel head
-  zero(dhidden, n * c);
-  layerNormBackward(dhidden, g + layout_.lnfWeight(), g + layout_.lnfBias(), d.dln, arena.output(),
-                    p + layout_.lnfWeight(), h.lnfMean, h.lnfRstd, n, c, d.layerNorm);
+  tiedHeadBackward(d.dln, g + layout_.headWeight(), d.dlogits, gatherRows(h.lnf, arena),
+                   p + layout_.headWeight(), rows, config_.width, shard.vocab);
+  const T* dln = sumPartials(d.dln, arena, /*forward=*/false);  // f before the head
+  zero(dhidden, m * c);
+  const LayerNormOffsets lnf{layout_.lnfWeight(), layout_.lnfBias()};
+  const LayerNormGradient dlnf = layerNormGradient(lnf, 0);
+  layerNormBackward(dhidden, dlnf.weight, dlnf.bias, dln, arena.output(), p + layout_.lnfWeight(),
+                    h.lnfMean, h.lnfRstd, m, c, d.layerNorm);
+  sumLayerNormGradients(std::span<const LayerNormOffsets>(&lnf, 1));
   if (observer_ != nullptr) observer_->gradientsFinalFrom(layout_.lnfWeight());
 }
 
@@ -201,6 +265,7 @@ template <typename T>
 void Gpt<T>::blockBackward(int layer, ActivationArena<T>& arena, T* dhidden) {
   const int rows = static_cast<int>(arena.rows());
   const size_t n = arena.rows();
+  const size_t m = arena.localRows();
   const int width = config_.width;
   const size_t c = static_cast<size_t>(width);
   const ShardDimensions& shard = layout_.shard();
@@ -212,33 +277,41 @@ void Gpt<T>::blockBackward(int layer, ActivationArena<T>& arena, T* dhidden) {
   const BlockOffsets& w = layout_.block(layer);
   BlockActivations<T>& a = arena.block(layer);
   const T* residual = arena.blockInput(layer);
+  const LayerNormOffsets norms[] = {w.ln2, w.ln1};
+  const LayerNormGradient dln2 = layerNormGradient(w.ln2, 0);
+  const LayerNormGradient dln1 = layerNormGradient(w.ln1, 1);
   if (observer_ != nullptr) observer_->beforeBlockBackward(layer);
   // dhidden is d(residual3); the residual add passes it unchanged to the MLP branch and to
-  // residual2, so it is used in place for both.
+  // residual2, so it is used in place for both. Under SP the linears read it gathered to
+  // all N rows, and the input each column-parallel linear saved sharded, re-gathered.
   zero(d.dfchGelu, n * hidden);
-  linearBackward(d.dfchGelu, g + w.mlp.projection.weight, g + w.mlp.projection.bias, dhidden,
-                 a.fchGelu, p + w.mlp.projection.weight, rows, shard.hidden, width);
+  linearBackward(d.dfchGelu, g + w.mlp.projection.weight, g + w.mlp.projection.bias,
+                 gatherRows(dhidden, arena), a.fchGelu, p + w.mlp.projection.weight, rows,
+                 shard.hidden, width);
   zero(d.dfch, n * hidden);
   geluBackward(d.dfch, a.fch, d.dfchGelu, n * hidden);
   zero(d.dln, n * c);
-  linearBackward(d.dln, g + w.mlp.fc.weight, g + w.mlp.fc.bias, d.dfch, a.ln2, p + w.mlp.fc.weight,
-                 rows, width, shard.hidden);
-  copyToRegionBackward(d.dln, n * c);
-  layerNormBackward(dhidden, g + w.ln2.weight, g + w.ln2.bias, d.dln, a.residual2, p + w.ln2.weight,
-                    a.ln2Mean, a.ln2Rstd, n, c, d.layerNorm);
+  linearBackward(d.dln, g + w.mlp.fc.weight, g + w.mlp.fc.bias, d.dfch, gatherRows(a.ln2, arena),
+                 p + w.mlp.fc.weight, rows, width, shard.hidden);
+  const T* dln = sumPartials(d.dln, arena, /*forward=*/false);
+  layerNormBackward(dhidden, dln2.weight, dln2.bias, dln, a.residual2, p + w.ln2.weight, a.ln2Mean,
+                    a.ln2Rstd, m, c, d.layerNorm);
   // Now dhidden is d(residual2), which again feeds both the attention branch and the
   // block's input.
   zero(d.datty, n * static_cast<size_t>(shard.width));
   linearBackward(d.datty, g + w.attention.projection.weight, g + w.attention.projection.bias,
-                 dhidden, a.atty, p + w.attention.projection.weight, rows, shard.width, width);
+                 gatherRows(dhidden, arena), a.atty, p + w.attention.projection.weight, rows,
+                 shard.width, width);
   zero(d.dqkv, n * 3 * static_cast<size_t>(shard.width));
   attentionBackward(d.dqkv, d.datty, a.qkv, a.att, shape, d.dscores);
   zero(d.dln, n * c);
-  linearBackward(d.dln, g + w.attention.qkv.weight, g + w.attention.qkv.bias, d.dqkv, a.ln1,
-                 p + w.attention.qkv.weight, rows, width, 3 * shard.width);
-  copyToRegionBackward(d.dln, n * c);
-  layerNormBackward(dhidden, g + w.ln1.weight, g + w.ln1.bias, d.dln, residual, p + w.ln1.weight,
-                    a.ln1Mean, a.ln1Rstd, n, c, d.layerNorm);
+  linearBackward(d.dln, g + w.attention.qkv.weight, g + w.attention.qkv.bias, d.dqkv,
+                 gatherRows(a.ln1, arena), p + w.attention.qkv.weight, rows, width,
+                 3 * shard.width);
+  dln = sumPartials(d.dln, arena, /*forward=*/false);
+  layerNormBackward(dhidden, dln1.weight, dln1.bias, dln, residual, p + w.ln1.weight, a.ln1Mean,
+                    a.ln1Rstd, m, c, d.layerNorm);
+  sumLayerNormGradients(norms);
   if (observer_ != nullptr) {
     observer_->afterBlockBackward(layer);
     observer_->gradientsFinalFrom(layout_.blockBegin(layer));
@@ -253,8 +326,9 @@ void Gpt<T>::embeddingBackward(const ActivationArena<T>& arena, const T* dhidden
                               arena.batch(), config_.seq, config_.width);
   } else {
     const ShardDimensions& shard = layout_.shard();
-    vocabParallelEmbeddingBackward(g + layout_.wte(), g + layout_.wpe(), dhidden, arena.inputs(),
-                                   static_cast<size_t>(shard.firstToken),
+    // Under SP the gradient is gathered to all N rows first (the reduce-scatter's backward).
+    vocabParallelEmbeddingBackward(g + layout_.wte(), g + layout_.wpe(), gatherRows(dhidden, arena),
+                                   arena.inputs(), static_cast<size_t>(shard.firstToken),
                                    static_cast<size_t>(shard.vocab), arena.batch(), config_.seq,
                                    static_cast<size_t>(config_.width));
   }

@@ -88,7 +88,7 @@ class Gpt {
   // a schedule can run one micro-batch and one stage at a time. Forward reads the arena's
   // input (embeddingForward writes it from the tokens; a later pipeline stage receives
   // it) and leaves each block's output in the arena; the head reads arena.output().
-  // Backward carries one hidden-state gradient [N, C] down the pieces in place:
+  // Backward carries one hidden-state gradient [M, C] down the pieces in place:
   // headBackward writes d(loss)/d(the head's input) into it, blockBackward turns
   // d/d(the block's output) into d/d(its input), embeddingBackward consumes it. Every
   // backward accumulates into the gradients.
@@ -101,7 +101,7 @@ class Gpt {
   void headBackward(ActivationArena<T>& arena, T* dhidden, T lossScale);
   void blockBackward(int layer, ActivationArena<T>& arena, T* dhidden);
   void embeddingBackward(const ActivationArena<T>& arena, const T* dhidden);
-  // A [N, C] buffer for the hidden-state gradient (the workspace's), for callers that
+  // A [M, C] buffer for the hidden-state gradient (the workspace's), for callers that
   // have no buffer of their own.
   T* hiddenGradient() { return workspace_.dhidden; }
 
@@ -124,12 +124,31 @@ class Gpt {
   void requireEveryLayer(const char* what) const;
   // Whether this part is a TP shard (which then has its group).
   bool split() const;
-  // A c_proj: the bias seeds the GEMM on one process; a shard multiplies its rows, g sums
-  // the partial products, then the bias is added once.
-  void rowParallelForward(T* out, const T* inp, const T* weight, const T* bias, int rows,
-                          int inWidth);
-  // f's backward half where the part is a shard; nothing otherwise.
-  void copyToRegionBackward(T* inputGradient, size_t count);
+  // Whether this part is a TP shard under sequence parallelism.
+  bool sequenceParallel() const;
+  // The N rows a linear reads, from this rank's M: `local` itself but under sequence
+  // parallelism, where every rank's rows are gathered into the workspace's projection
+  // buffer (valid until the next use of it).
+  const T* gatherRows(const T* local, const ActivationArena<T>& arena);
+  // Sums an [N, C] partial over the TP group (g forward after a row-parallel linear, f
+  // backward before a column-parallel one): in place, or under sequence parallelism this
+  // rank's M rows of the sum; returns the rows this rank then holds. Nothing on one process.
+  T* sumPartials(T* partial, const ActivationArena<T>& arena, bool forward);
+  // A c_proj from the workspace's projection buffer: the bias seeds the GEMM on one process;
+  // a shard multiplies its rows, the partial products are summed, then the bias is added
+  // once. Returns the M output rows.
+  const T* rowParallelForward(const T* inp, const T* weight, const T* bias, int inWidth,
+                              const ActivationArena<T>& arena);
+  // Where a LayerNorm's weight and bias gradients accumulate: the gradients themselves, or
+  // under sequence parallelism, whose LayerNorms see M of the N rows, slot `slot` of the
+  // workspace's scratch, which sumLayerNormGradients (given the norms in slot order) sums
+  // over the group, adds to the gradients and zeroes.
+  struct LayerNormGradient {
+    T* weight;
+    T* bias;
+  };
+  LayerNormGradient layerNormGradient(const LayerNormOffsets& offsets, int slot);
+  void sumLayerNormGradients(std::span<const LayerNormOffsets> norms);
 
   GptConfig config_;
   ParameterLayout layout_;

@@ -24,6 +24,16 @@ Status validatePart(const GptConfig& config, const ModelPart& part) {
                            " does not divide the padded vocabulary " +
                            std::to_string(config.paddedVocab()));
   }
+  if (part.sequenceParallel && part.tpSize == 1) {
+    return invalidArgument(
+        "model part: sequence parallelism needs a tensor-parallel size above 1 (it shards the "
+        "sequence over the TP group)");
+  }
+  if (part.sequenceParallel && config.seq % part.tpSize != 0) {
+    return invalidArgument("model part: sequence parallelism needs the tensor-parallel size " +
+                           std::to_string(part.tpSize) + " to divide the sequence length " +
+                           std::to_string(config.seq));
+  }
   return Status::ok();
 }
 

@@ -8,6 +8,16 @@
 // - g, "reduce from the tensor-parallel region", sits after a row-parallel layer: forward
 //   the sum over the group of the partial outputs, the identity backward.
 //
+// Under sequence parallelism (Korthikanti et al. 2022) the two become an all-gather and a
+// reduce-scatter of rows, each the other's backward:
+//
+// - gatherSequence: every rank's chunk of rows, concatenated in rank order. Forward before
+//   a column-parallel layer (the identity's place in f), backward where a reduce-scatter
+//   stood in forward (after a row-parallel layer; and to re-gather the input a column-
+//   parallel layer's weight gradient reads).
+// - reduceScatterSequence: the sum over the group, of which each rank keeps its chunk.
+//   Forward after a row-parallel layer (g's all-reduce), backward where forward gathered.
+//
 // and the element-wise max and sum the vocabulary-parallel loss reduces per row. The
 // model's pieces return nothing, so an implementation records its first failure and the
 // caller asks for it after the micro-batch (status()); after a failure the calls do
@@ -32,6 +42,13 @@ class TensorParallelGroup {
   // g's forward half: partial = the sum over the group of every rank's partial output.
   virtual void reduceFromRegionForward(std::span<float> partial) = 0;
   virtual void reduceFromRegionForward(std::span<double> partial) = 0;
+  // whole (size() x local.size() elements) = every rank's local, in rank order.
+  virtual void gatherSequence(std::span<const float> local, std::span<float> whole) = 0;
+  virtual void gatherSequence(std::span<const double> local, std::span<double> whole) = 0;
+  // The sum over the group of every rank's partial (size() equal chunks); this rank's
+  // chunk of partial receives its chunk of the sum (the other chunks are left undefined).
+  virtual void reduceScatterSequence(std::span<float> partial) = 0;
+  virtual void reduceScatterSequence(std::span<double> partial) = 0;
   // Element-wise over the group, in place.
   virtual void allReduceMax(std::span<float> values) = 0;
   virtual void allReduceMax(std::span<double> values) = 0;

@@ -7,6 +7,14 @@
 #include "parallel/mesh/cc_call.h"
 
 namespace cc::parallel {
+namespace {
+
+template <typename T>
+constexpr ccDataType_t typeOf() {
+  return std::is_same_v<T, float> ? ccFloat32 : ccFloat64;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<TensorParallelComm>> TensorParallelComm::create(ccComm_t comm) {
   std::unique_ptr<TensorParallelComm> group(new TensorParallelComm(comm));
@@ -18,10 +26,27 @@ Result<std::unique_ptr<TensorParallelComm>> TensorParallelComm::create(ccComm_t 
 template <typename T>
 void TensorParallelComm::reduce(std::span<T> values, ccRedOp_t op, const char* what) {
   if (!error_.isOk()) return;
-  const ccDataType_t type = std::is_same_v<T, float> ? ccFloat32 : ccFloat64;
+  error_ = ccCall(
+      ccAllReduce(values.data(), values.data(), values.size(), typeOf<T>(), op, comm_, nullptr),
+      comm_, std::string("tp: ") + what);
+}
+
+template <typename T>
+void TensorParallelComm::gather(std::span<const T> local, std::span<T> whole) {
+  if (!error_.isOk()) return;
   error_ =
-      ccCall(ccAllReduce(values.data(), values.data(), values.size(), type, op, comm_, nullptr),
-             comm_, std::string("tp: ") + what);
+      ccCall(ccAllGather(local.data(), whole.data(), local.size(), typeOf<T>(), comm_, nullptr),
+             comm_, "tp: all-gather along the sequence");
+}
+
+template <typename T>
+void TensorParallelComm::reduceScatter(std::span<T> partial) {
+  if (!error_.isOk()) return;
+  const size_t chunk = partial.size() / static_cast<size_t>(size_);
+  error_ =
+      ccCall(ccReduceScatter(partial.data(), partial.data() + static_cast<size_t>(rank_) * chunk,
+                             chunk, typeOf<T>(), ccSum, comm_, nullptr),
+             comm_, "tp: reduce-scatter along the sequence");
 }
 
 namespace {
@@ -41,6 +66,14 @@ void TensorParallelComm::reduceFromRegionForward(std::span<float> p) {
 void TensorParallelComm::reduceFromRegionForward(std::span<double> p) {
   reduce(p, ccSum, kReduceForward);
 }
+void TensorParallelComm::gatherSequence(std::span<const float> l, std::span<float> w) {
+  gather(l, w);
+}
+void TensorParallelComm::gatherSequence(std::span<const double> l, std::span<double> w) {
+  gather(l, w);
+}
+void TensorParallelComm::reduceScatterSequence(std::span<float> p) { reduceScatter(p); }
+void TensorParallelComm::reduceScatterSequence(std::span<double> p) { reduceScatter(p); }
 void TensorParallelComm::allReduceMax(std::span<float> v) {
   reduce(v, ccMax, "all-reduce of row maxima");
 }

@@ -1,9 +1,10 @@
 // Tensor parallelism's communication primitives (picotron's tp_communications.py): the
 // model's TensorParallelGroup (model/tensor_parallel_group.h) over the mesh's TP
-// communicator. Every operator is a blocking all-reduce on that communicator: the model's
-// pieces need the result before they go on. The first failure is kept (a dead peer names
-// itself in it) and every later call does nothing, so the trainer reports the failure
-// after the micro-batch instead of computing on half-reduced values.
+// communicator. Every operator is a blocking collective on that communicator (an
+// all-reduce; under sequence parallelism an all-gather or an in-place reduce-scatter):
+// the model's pieces need the result before they go on. The first failure is kept (a dead peer
+// names itself in it) and every later call does nothing, so the trainer reports the failure after
+// the micro-batch instead of computing on half-reduced values.
 #pragma once
 
 #include <cc/cc.h>
@@ -27,6 +28,10 @@ class TensorParallelComm final : public TensorParallelGroup {
   void copyToRegionBackward(std::span<double> gradient) override;
   void reduceFromRegionForward(std::span<float> partial) override;
   void reduceFromRegionForward(std::span<double> partial) override;
+  void gatherSequence(std::span<const float> local, std::span<float> whole) override;
+  void gatherSequence(std::span<const double> local, std::span<double> whole) override;
+  void reduceScatterSequence(std::span<float> partial) override;
+  void reduceScatterSequence(std::span<double> partial) override;
   void allReduceMax(std::span<float> values) override;
   void allReduceMax(std::span<double> values) override;
   void allReduceSum(std::span<float> values) override;
@@ -38,6 +43,10 @@ class TensorParallelComm final : public TensorParallelGroup {
   // A blocking all-reduce of values in place, unless an earlier call failed.
   template <typename T>
   void reduce(std::span<T> values, ccRedOp_t op, const char* what);
+  template <typename T>
+  void gather(std::span<const T> local, std::span<T> whole);
+  template <typename T>
+  void reduceScatter(std::span<T> partial);
 
   ccComm_t comm_;
   int size_ = 1;

@@ -15,12 +15,19 @@
 namespace cc::parallel {
 namespace {
 
+// The mesh's part of the model for this rank, with the options' sequence parallelism.
+ModelPart partOf(const TrainOptions& options, const Mesh& mesh) {
+  ModelPart part = mesh.modelPart(options.model);
+  part.sequenceParallel = options.sequenceParallel;
+  return part;
+}
+
 // This rank's part of the model (the whole of it but for a mesh's pipeline stage or TP
 // shard; a part the mesh cannot give is refused by the constructor, which then builds the
 // whole model in its place), its buffers padded to the DP world size.
 Gpt<float> makeModel(const TrainOptions& options, const Mesh* mesh) {
   if (mesh == nullptr) return Gpt<float>(options.model, options.batch);
-  const ModelPart part = mesh->modelPart(options.model);
+  const ModelPart part = partOf(options, *mesh);
   const ParameterLayout layout = validatePart(options.model, part).isOk()
                                      ? ParameterLayout(options.model, part)
                                      : ParameterLayout(options.model);
@@ -38,14 +45,20 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
         // Every rank initialises the whole model from the seed (the same bits), then
         // ZeRO-3 keeps only its shard.
         initializeParameters(model_.parameters(), options.model, model_.layout(), options.seed);
-        if (mesh == nullptr) return nullptr;
+        if (mesh == nullptr) {
+          if (options.sequenceParallel) {
+            status_ = invalidArgument(
+                "trainer: sequence parallelism needs a mesh with a tensor-parallel size above 1");
+          }
+          return nullptr;
+        }
         if (mesh->shape().pp > 1) {
           status_ = invalidArgument("trainer: mesh pp " + std::to_string(mesh->shape().pp) +
                                     ": pipeline parallelism is not in the trainer yet");
           return nullptr;
         }
-        if (mesh->shape().tp > 1) {
-          status_ = validatePart(options.model, mesh->modelPart(options.model));
+        if (mesh->shape().tp > 1 || options.sequenceParallel) {
+          status_ = validatePart(options.model, partOf(options, *mesh));
           if (!status_.isOk()) return nullptr;
           auto group = TensorParallelComm::create(mesh->tp());
           if (!group.isOk()) {

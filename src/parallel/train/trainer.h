@@ -43,6 +43,8 @@ struct TrainOptions {
   AdamWOptions adamw;
   uint64_t seed = 1337;
   DataParallelOptions parallel;  // used when the trainer is given a mesh
+  // Under the mesh's tp > 1: shard the residual stream's rows too (model_part.h).
+  bool sequenceParallel = false;
 };
 
 struct StepResult {

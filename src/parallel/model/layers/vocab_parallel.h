@@ -38,13 +38,15 @@ void vocabParallelEmbeddingForward(T* out, const int32_t* tokens, const T* wteSh
   }
 }
 
-// out[b, t] += wpe[t] (after the group has summed the lookups).
+// out[i] += wpe[t] for rows i of [rows, width], which are rows [firstRow, firstRow + rows)
+// of the row-major [batch, seq] tokens (t = row % seq), after the group has summed the
+// lookups.
 template <typename T>
-void addPositions(T* out, const T* wpe, int batch, int seq, size_t width) {
-  for (size_t row = 0; row < static_cast<size_t>(batch) * static_cast<size_t>(seq); ++row) {
-    const T* positionRow = wpe + (row % static_cast<size_t>(seq)) * width;
-    T* outRow = out + row * width;
-    for (size_t i = 0; i < width; ++i) outRow[i] += positionRow[i];
+void addPositions(T* out, const T* wpe, size_t firstRow, size_t rows, int seq, size_t width) {
+  for (size_t i = 0; i < rows; ++i) {
+    const T* positionRow = wpe + ((firstRow + i) % static_cast<size_t>(seq)) * width;
+    T* outRow = out + i * width;
+    for (size_t j = 0; j < width; ++j) outRow[j] += positionRow[j];
   }
 }
 
