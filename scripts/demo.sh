@@ -53,5 +53,5 @@ echo "=== 5. mpirun -np 2 cc-train --dp 2 --zero 1: data parallel, the same mode
 mpirun --oversubscribe -np 2 build/bin/cc-train --dp 2 --zero 1 --bucket-mb 2 --steps 30 --warmup 5 --print-every 10
 
 echo
-echo "=== 6. mpirun -np 2 cc-train --tp 2: tensor parallel, the same model split across 2 ranks"
-mpirun --oversubscribe -np 2 build/bin/cc-train --tp 2 --steps 30 --warmup 5 --print-every 10
+echo "=== 6. mpirun -np 2 cc-train --tp 2 --sp: tensor and sequence parallel, the same model split across 2 ranks"
+mpirun --oversubscribe -np 2 build/bin/cc-train --tp 2 --sp --steps 30 --warmup 5 --print-every 10

@@ -303,9 +303,9 @@ int run(const Options& parsed) {
                 static_cast<long long>(trainer.completedSteps()), curve.back().second,
                 median(rates), options.threads);
     if (trainer.dataParallel() != nullptr) {
-      std::printf(" dp %d tp %d zero %d median_gradient_wait_ms %.3f sent_mib_per_step %.2f",
-                  options.dp, options.tp, train.parallel.zeroStage, 1e3 * median(waits),
-                  median(sentPerStep) / (1024.0 * 1024.0));
+      std::printf(" dp %d tp %d sp %d zero %d median_gradient_wait_ms %.3f sent_mib_per_step %.2f",
+                  options.dp, options.tp, train.sequenceParallel ? 1 : 0, train.parallel.zeroStage,
+                  1e3 * median(waits), median(sentPerStep) / (1024.0 * 1024.0));
     }
     std::printf("\n");
   }
