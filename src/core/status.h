@@ -56,9 +56,12 @@ class [[nodiscard]] Result {
   bool isOk() const { return std::holds_alternative<T>(value_); }
   Status status() const { return isOk() ? Status::ok() : std::get<Status>(value_); }
   T& value() & { return std::get<T>(value_); }
+  const T& value() const& { return std::get<T>(value_); }
   T&& value() && { return std::get<T>(std::move(value_)); }
   T* operator->() { return &std::get<T>(value_); }
+  const T* operator->() const { return &std::get<T>(value_); }
   T& operator*() { return std::get<T>(value_); }
+  const T& operator*() const { return std::get<T>(value_); }
 
  private:
   std::variant<T, Status> value_;
