@@ -98,10 +98,14 @@ TEST(ParameterLayout, StagesTogetherHoldEveryTensorOnce) {
                 whole.blockEnd(layer) - whole.blockBegin(layer));
     }
     if (layout.hasHead() && !layout.hasEmbeddings()) {
-      // Backward finishes the head first: its weight sits last, after ln_f.
-      EXPECT_GT(layout.headWeight(), layout.lnfBias());
-      EXPECT_EQ(layout.tensors().back().name, "wte.weight");
+      // The tied copy sits first, where wte sits on the first stage; the only tied copy.
+      EXPECT_EQ(layout.headWeight(), 0u);
+      EXPECT_EQ(layout.tensors().front().name, "wte.weight");
+      EXPECT_TRUE(layout.tensors().front().tiedCopy);
+      EXPECT_TRUE(layout.hasTiedCopy());
     }
+    for (size_t i = layout.hasTiedCopy() ? 1 : 0; i < layout.tensors().size(); ++i)
+      EXPECT_FALSE(layout.tensors()[i].tiedCopy) << layout.tensors()[i].name;
   }
   for (const TensorSlice& tensor : whole.tensors()) {
     EXPECT_EQ(holders[tensor.name], tensor.name == "wte.weight" ? 2 : 1) << tensor.name;

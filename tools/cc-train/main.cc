@@ -18,6 +18,7 @@
 #include "parallel/mesh/mesh.h"
 #include "parallel/model/activations.h"
 #include "parallel/model/blas_threads.h"
+#include "parallel/pp/simulate.h"
 #include "progress.h"
 
 namespace cc::parallel::train_tool {
@@ -73,9 +74,18 @@ double peakResidentMiB() {
 
 // What the model's state and activations add up to (docs/TRAINING.md, "Memory"); under
 // DP, ZeRO's accounting per rank (dp/data_parallel.h).
+// Activation arenas this rank holds: one, or a pipeline stage's most micro-batches in flight.
+int arenasOf(const Trainer& trainer) {
+  const PipelineStage* pipeline = trainer.pipeline();
+  return pipeline == nullptr
+             ? 1
+             : pipeline->prediction().peakInFlight[static_cast<size_t>(pipeline->stage())];
+}
+
 double expectedMiB(const Trainer& trainer) {
-  const double activations = 4.0 * static_cast<double>(activationElementCount(
-                                       trainer.model().layout(), trainer.options().batch));
+  const double activations =
+      4.0 * static_cast<double>(activationElementCount(trainer.model().layout(),
+                                                       trainer.options().batch, arenasOf(trainer)));
   const double state = trainer.dataParallel() != nullptr
                            ? trainer.dataParallel()->memoryEstimate().total()
                            : 16.0 * static_cast<double>(trainer.model().layout().totalSize());
@@ -84,8 +94,9 @@ double expectedMiB(const Trainer& trainer) {
 
 std::string memoryBreakdown(const Trainer& trainer) {
   const double mib = 1024.0 * 1024.0;
-  const double activations = 4.0 * static_cast<double>(activationElementCount(
-                                       trainer.model().layout(), trainer.options().batch));
+  const double activations =
+      4.0 * static_cast<double>(activationElementCount(trainer.model().layout(),
+                                                       trainer.options().batch, arenasOf(trainer)));
   char text[200];
   if (trainer.dataParallel() != nullptr) {
     const MemoryEstimate e = trainer.dataParallel()->memoryEstimate();
@@ -95,7 +106,8 @@ std::string memoryBreakdown(const Trainer& trainer) {
   } else {
     std::snprintf(text, sizeof(text), "16 bytes x %zu parameters + 4 bytes x %zu activations",
                   trainer.model().layout().totalSize(),
-                  activationElementCount(trainer.model().layout(), trainer.options().batch));
+                  activationElementCount(trainer.model().layout(), trainer.options().batch,
+                                         arenasOf(trainer)));
   }
   return text;
 }
@@ -122,6 +134,31 @@ std::unique_ptr<BatchSource> evalSourceFor(const Options& options, const BatchSh
   return nullptr;  // evaluated on the training file's first batch instead
 }
 
+// --pp-plan: the plan of --schedule over --pp stages and --grad-accum micro-batches, checked
+// and simulated (a stage's forward, B and W each cost 1, split over its chunks), drawn, and
+// its predicted bubble.
+int drawPlan(const Options& options) {
+  const PipelineShape shape{options.pp, options.train.gradAccum, options.virtualStages};
+  auto plan = makePlan(options.train.schedule, shape);
+  if (!plan.isOk()) return fail(plan.status());
+  // A chunk of an interleaved stage does 1/V of its work.
+  const double chunk = 1.0 / shape.chunks;
+  auto simulation = simulate(plan.value(), CostModel{chunk, chunk, chunk, 0});
+  if (!simulation.isOk()) return fail(simulation.status());
+  std::ofstream out(options.planPath);
+  out << planSvg(plan.value(), simulation.value());
+  if (!out) return fail(Status(ccSystemError, "cannot write " + options.planPath));
+  std::printf("plan: %s, %d stages, %d micro-batches, %d chunks per stage -> %s\n",
+              scheduleName(options.train.schedule), shape.stages, shape.microBatches, shape.chunks,
+              options.planPath.c_str());
+  std::printf("predicted_bubble %.4f (mean over stages; per stage", simulation->meanBubble);
+  for (double bubble : simulation->bubble) std::printf(" %.4f", bubble);
+  std::printf("), peak micro-batches in flight per stage");
+  for (int peak : simulation->peakInFlight) std::printf(" %d", peak);
+  std::printf("\n");
+  return 0;
+}
+
 int run(const Options& parsed) {
   Options options = parsed;
   if (!options.prepareText.empty()) {
@@ -131,6 +168,7 @@ int run(const Options& parsed) {
                 options.prepareOut.c_str());
     return 0;
   }
+  if (!options.planPath.empty()) return drawPlan(options);
   setBlasThreads(options.threads);
   if (!options.loadPath.empty()) {
     auto config = readCheckpointConfig(options.loadPath);
@@ -153,17 +191,18 @@ int run(const Options& parsed) {
   } worldGuard;
   ccComm_t& world = worldGuard.comm;
   std::unique_ptr<Mesh> mesh;
-  if (options.dp > 1 || options.tp > 1 || launcherWorldSize() > 1) {
+  if (options.dp > 1 || options.tp > 1 || options.pp > 1 || launcherWorldSize() > 1) {
     const Status initialised = ccCall(ccCommInitFromEnv(&world), nullptr, "ccCommInitFromEnv");
     if (!initialised.isOk()) return fail(initialised);
     (void)ccCommUserRank(world, &worldRank);
     (void)ccCommCount(world, &worldSize);
-    auto created = Mesh::create(world, MeshShape{options.dp, 1, options.tp}, train.model);
+    auto created = Mesh::create(world, MeshShape{options.dp, options.pp, options.tp}, train.model);
     if (!created.isOk()) {
       if (worldSize == 1)
-        return fail(Status(ccInvalidArgument,
-                           created.status().message() + "; start it with mpirun -np " +
-                               std::to_string(options.dp * options.tp) + " (or another launcher)"));
+        return fail(
+            Status(ccInvalidArgument, created.status().message() + "; start it with mpirun -np " +
+                                          std::to_string(options.dp * options.pp * options.tp) +
+                                          " (or another launcher)"));
       return fail(created.status());
     }
     mesh = std::move(created).value();
@@ -234,7 +273,7 @@ int run(const Options& parsed) {
   // Only rank 0 talks; the others print nothing but errors.
   Progress progress(first, train.steps, leader ? options.printEvery : 1 << 30);
   std::vector<std::pair<int64_t, double>> curve, evalCurve;
-  std::vector<double> rates, waits, sentPerStep;
+  std::vector<double> rates, waits, sentPerStep, bubbles;
   // Bytes this rank sent during a step (cc's traffic counters), to compare with ZeRO's
   // accounting: 2(N-1)/N of the gradient bytes for stages 0-2, up to 1.5x that for 3.
   auto bytesSent = [&]() -> double {
@@ -254,6 +293,7 @@ int run(const Options& parsed) {
     const double rate = static_cast<double>(trainer.tokensPerStep()) / result.seconds;
     rates.push_back(rate);
     waits.push_back(result.gradientWaitSeconds);
+    bubbles.push_back(result.pipelineWaitSeconds / result.seconds);
     curve.emplace_back(result.step, result.loss);
     if (leader) progress.report(result, rate);
     double evalLoss = -1;
@@ -303,11 +343,27 @@ int run(const Options& parsed) {
                 static_cast<long long>(trainer.completedSteps()), curve.back().second,
                 median(rates), options.threads);
     if (trainer.dataParallel() != nullptr) {
-      std::printf(" dp %d tp %d sp %d zero %d median_gradient_wait_ms %.3f sent_mib_per_step %.2f",
-                  options.dp, options.tp, train.sequenceParallel ? 1 : 0, train.parallel.zeroStage,
-                  1e3 * median(waits), median(sentPerStep) / (1024.0 * 1024.0));
+      std::printf(
+          " dp %d pp %d tp %d sp %d zero %d median_gradient_wait_ms %.3f sent_mib_per_step %.2f",
+          options.dp, options.pp, options.tp, train.sequenceParallel ? 1 : 0,
+          train.parallel.zeroStage, 1e3 * median(waits), median(sentPerStep) / (1024.0 * 1024.0));
     }
     std::printf("\n");
+  }
+  if (trainer.pipeline() != nullptr && !rates.empty()) {
+    // Per stage (its DP 0, TP 0 rank): the median fraction of a step spent waiting for a
+    // neighbour's data, beside the simulator's prediction at unit costs.
+    double mine = median(bubbles);
+    std::vector<double> all(static_cast<size_t>(worldSize));
+    (void)ccAllGather(&mine, all.data(), 1, ccFloat64, world, nullptr);
+    if (leader) {
+      std::printf("pipeline: %s, measured_bubble", scheduleName(train.schedule));
+      for (int stage = 0; stage < options.pp; ++stage)
+        std::printf(" %.3f", all[static_cast<size_t>(stage * options.tp)]);
+      std::printf(" predicted_bubble");
+      for (double bubble : trainer.pipeline()->prediction().bubble) std::printf(" %.3f", bubble);
+      std::printf(" (per stage)\n");
+    }
   }
   const double peak = peakOverRanks(world);
   // cc's shared-memory rings and staging count in every rank's resident set; the figure

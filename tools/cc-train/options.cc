@@ -56,10 +56,14 @@ eval:      --eval FILE.bin (with --load and no --steps: print eval_loss and exit
            --eval-every K
 output:    --log FILE.csv --plot FILE.svg --print-every K (10)
 machine:   --threads N (1, OpenBLAS threads)
-parallel:  --dp N (1) --tp N (1; heads and the padded vocab divisible by it); run under
-           mpirun -np DP*TP --zero 0|1|2|3 (0) --bucket-mb X (25)
+parallel:  --dp N (1) --tp N (1; heads and the padded vocab divisible by it) --pp N (1; the
+           layers divisible by it); run under mpirun -np DP*PP*TP --zero 0|1|2|3 (0; 0 or 1
+           with --pp) --bucket-mb X (25)
            --no-overlap (reduce gradients after backward instead of during it)
            --sp (sequence parallelism over the TP group; --tp divides --seq)
+pipeline:  --schedule gpipe|1f1b|interleaved|zb-h1 (1f1b) over --grad-accum micro-batches
+           --virtual-stages V (interleaved) --pp-plan FILE.svg (draw the plan with its
+           predicted bubble and exit; gpipe and 1f1b run, the others are planned only)
 )";
 }
 
@@ -139,6 +143,21 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
        [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 30, &options.printEvery); }},
       {"--dp", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 16, &options.dp); }},
       {"--tp", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 16, &options.tp); }},
+      {"--pp", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 16, &options.pp); }},
+      {"--virtual-stages",
+       [&](auto& f, auto& v) { return parseInteger(f, v, 1, 64, &options.virtualStages); }},
+      {"--schedule",
+       [&](auto& f, auto& v) -> Status {
+         auto kind = parseSchedule(v);
+         if (!kind.isOk()) return invalidArgument(f + ": " + kind.status().message());
+         train.schedule = kind.value();
+         return Status::ok();
+       }},
+      {"--pp-plan",
+       [&](auto&, auto& v) {
+         options.planPath = v;
+         return Status::ok();
+       }},
       {"--zero",
        [&](auto& f, auto& v) { return parseInteger(f, v, 0, 3, &train.parallel.zeroStage); }},
       {"--bucket-mb",

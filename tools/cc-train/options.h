@@ -26,7 +26,10 @@ struct Options {
   int64_t stopAfter = 0;    // --stop-after: leave after this many steps of this run
   int printEvery = 10;      // --print-every (plain output)
   int dp = 1;               // --dp: data-parallel ranks
-  int tp = 1;               // --tp: tensor-parallel ranks (dp x tp = the launcher's world)
+  int tp = 1;               // --tp: tensor-parallel ranks (dp x pp x tp = the launcher's world)
+  int pp = 1;               // --pp: pipeline stages
+  int virtualStages = 1;    // --virtual-stages: model chunks per stage (interleaved)
+  std::string planPath;     // --pp-plan: draw the pipeline plan as an SVG, then exit
   float bucketMiB = 25.0f;  // --bucket-mb (train.parallel.bucketBytes)
   bool help = false;
 };

@@ -29,11 +29,15 @@ Status Replicated::launchReduction(size_t index) {
 Result<double> Replicated::gradientNorm() {
   Gpt<float>& model = *context().model;
   TensorParallelGroup* tp = model.tensorParallel();
-  if (tp == nullptr || tp->size() == 1) return globalNorm(model.gradients());
-  // A TP shard: its split tensors' squares summed over the group, the replicated ones once.
+  const bool split = tp != nullptr && tp->size() > 1;
+  if (!split && !model.layout().hasTiedCopy()) return globalNorm(model.gradients());
+  // A TP shard: its split tensors' squares summed over the group, the replicated ones once;
+  // a pipeline stage's tied copy not at all.
   SquaredSums sums = squaredSumsBySplit(model.layout(), 0, model.gradients());
-  tp->allReduceSum(std::span<double>(&sums.split, 1));
-  CC_TRY(tp->status());
+  if (split) {
+    tp->allReduceSum(std::span<double>(&sums.split, 1));
+    CC_TRY(tp->status());
+  }
   return std::sqrt(sums.replicated + sums.split);
 }
 

@@ -41,8 +41,7 @@ Gpt<T>::Gpt(const ParameterLayout& layout, int maxBatch, size_t bufferElements)
       parameters_(static_cast<T*>(parameterPages_.data()),
                   std::max(layout_.totalSize(), bufferElements)),
       gradients_(static_cast<T*>(gradientPages_.data()), parameters_.size()),
-      workspace_(layout_, maxBatch),
-      arena_(layout_, maxBatch) {}
+      workspace_(layout_, maxBatch) {}
 
 template <typename T>
 bool Gpt<T>::split() const {
@@ -338,19 +337,25 @@ void Gpt<T>::embeddingBackward(const ActivationArena<T>& arena, const T* dhidden
 template <typename T>
 double Gpt<T>::forward(std::span<const int32_t> inputs, std::span<const int32_t> targets,
                        int batch) {
-  arena_.setBatch(inputs, targets, batch);
-  embeddingForward(arena_);
-  for (int layer = 0; layer < config_.layers; ++layer) blockForward(layer, arena_);
-  return headForward(arena_);
+  requireEveryLayer("forward");
+  if (!arena_) arena_ = std::make_unique<ActivationArena<T>>(layout_, maxBatch_);
+  arena_->setBatch(inputs, targets, batch);
+  embeddingForward(*arena_);
+  for (int layer = 0; layer < config_.layers; ++layer) blockForward(layer, *arena_);
+  return headForward(*arena_);
 }
 
 template <typename T>
 void Gpt<T>::backward(T lossScale) {
   requireEveryLayer("backward");
+  if (!arena_) {
+    std::fprintf(stderr, "Gpt::backward: called before any forward\n");
+    std::abort();
+  }
   T* dhidden = workspace_.dhidden;
-  headBackward(arena_, dhidden, lossScale);
-  for (int layer = config_.layers - 1; layer >= 0; --layer) blockBackward(layer, arena_, dhidden);
-  embeddingBackward(arena_, dhidden);
+  headBackward(*arena_, dhidden, lossScale);
+  for (int layer = config_.layers - 1; layer >= 0; --layer) blockBackward(layer, *arena_, dhidden);
+  embeddingBackward(*arena_, dhidden);
 }
 
 template <typename T>
@@ -360,7 +365,8 @@ void Gpt<T>::zeroGradients() {
 
 template <typename T>
 std::span<const T> Gpt<T>::probabilities() const {
-  return {arena_.head().probs, arena_.rows() * static_cast<size_t>(layout_.shard().vocab)};
+  if (!arena_) return {};
+  return {arena_->head().probs, arena_->rows() * static_cast<size_t>(layout_.shard().vocab)};
 }
 
 template class Gpt<float>;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -160,7 +161,8 @@ class Gpt {
   GptObserver* observer_ = nullptr;
   TensorParallelGroup* tensorParallel_ = nullptr;
   Workspace<T> workspace_;
-  ActivationArena<T> arena_;
+  // forward()'s own arena, made on its first call (a pipeline stage never calls it).
+  std::unique_ptr<ActivationArena<T>> arena_;
 };
 
 extern template class Gpt<float>;

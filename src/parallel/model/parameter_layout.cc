@@ -53,13 +53,15 @@ ParameterLayout::ParameterLayout(const GptConfig& config, const ModelPart& part)
   if (hasEmbeddings()) {
     wte_ = add("wte.weight", {vocab, width}, true, SplitAxis::kRows);
     wpe_ = add("wpe.weight", {seq, width}, true);
+  } else if (hasHead()) {
+    headWeight_ = add("wte.weight", {vocab, width}, true, SplitAxis::kRows);
+    tensors_.back().tiedCopy = true;
   }
   for (int layer = part.firstLayer; layer < part.endLayer; ++layer)
     blocks_.push_back(addBlock(layer));
   if (hasHead()) {
     lnf_ = addLayerNorm("ln_f");
-    headWeight_ =
-        hasEmbeddings() ? wte_ : add("wte.weight", {vocab, width}, true, SplitAxis::kRows);
+    if (hasEmbeddings()) headWeight_ = wte_;
   }
   // A part's tensors seed their initial values as the one-process model's do.
   if (!part.isWhole(config)) {

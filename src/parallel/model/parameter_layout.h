@@ -4,8 +4,10 @@
 // one process. The order is layer-major (wte, wpe, then every tensor of the first block,
 // the next, ..., then ln_f), so a DP bucket or a ZeRO shard is a slice [offset, offset +
 // size) of the buffer, and the gradients use the same offsets. A last stage that does not
-// also hold the embeddings keeps its copy of the tied head weight after ln_f: backward
-// finishes it first, and "gradients final from offset" (gpt.h) must only decrease.
+// also hold the embeddings keeps its copy of the tied head weight first, at offset 0 as
+// wte is on the first stage: its gradient is final only once the pipeline has summed the
+// two copies' gradients (pp/pipeline.h), after everything else, and "gradients final from
+// offset" (gpt.h) must only decrease.
 //
 // Names and shapes are GPT-2's (Conv1D weights stored [in, out]), except that wte carries
 // the padded vocabulary rows. A sharded tensor stores this rank's columns (or rows) as
@@ -44,6 +46,10 @@ struct TensorSlice {
   // Its position in the one-process layout's tensors(): what initialisation seeds from,
   // so that every part of the model starts from the one-process values.
   size_t fullIndex = 0;
+  // The last pipeline stage's copy of the tied wte (the first stage holds the original):
+  // the same values, and the same gradient once the pipeline has summed them, so a norm
+  // counts it once, on the first stage.
+  bool tiedCopy = false;
 };
 
 struct LayerNormOffsets {
@@ -98,6 +104,9 @@ class ParameterLayout {
   const std::vector<TensorSlice>& tensors() const { return tensors_; }
   size_t totalSize() const { return totalSize_; }
   const ShardDimensions& shard() const { return shard_; }
+  // Whether the part holds a tied copy (TensorSlice::tiedCopy): a last stage without the
+  // embeddings.
+  bool hasTiedCopy() const { return hasHead() && !hasEmbeddings(); }
 
   // Blocks [firstLayer, endLayer) of the whole model.
   int firstLayer() const { return part_.firstLayer; }
@@ -109,7 +118,7 @@ class ParameterLayout {
   size_t wte() const { return wte_; }
   size_t wpe() const { return wpe_; }
   // Only where hasHead(): ln_f, and the tied head's weight (wte itself when this part also
-  // holds the embeddings, else its copy after ln_f).
+  // holds the embeddings, else its copy at offset 0).
   size_t lnfWeight() const { return lnf_.weight; }
   size_t lnfBias() const { return lnf_.bias; }
   size_t headWeight() const { return headWeight_; }

@@ -28,6 +28,7 @@ SquaredSums squaredSumsBySplit(const ParameterLayout& layout, size_t begin,
   SquaredSums sums;
   const size_t end = begin + values.size();
   for (const TensorSlice& tensor : layout.tensors()) {
+    if (tensor.tiedCopy) continue;  // counted where the original is
     const size_t from = std::max(begin, tensor.offset);
     const size_t to = std::min(end, tensor.offset + tensor.size);
     if (from >= to) continue;

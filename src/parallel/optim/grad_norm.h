@@ -15,7 +15,8 @@ double globalNorm(std::span<const float> gradients);
 // Sums of squares of values = elements [begin, begin + values.size()) of a layout's
 // buffer, apart for the tensors split across the tensor-parallel ranks (each rank holds a
 // different slice: the group sums them) and the replicated ones (every rank holds the
-// same: counted once). Elements past the layout (padding, zero) count as replicated.
+// same: counted once). Elements past the layout (padding, zero) count as replicated; a
+// pipeline stage's tied copy of wte counts nowhere (the first stage counts the original).
 struct SquaredSums {
   double replicated = 0;
   double split = 0;

@@ -52,9 +52,13 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
           }
           return nullptr;
         }
-        if (mesh->shape().pp > 1) {
-          status_ = invalidArgument("trainer: mesh pp " + std::to_string(mesh->shape().pp) +
-                                    ": pipeline parallelism is not in the trainer yet");
+        if (mesh->shape().pp > 1 && options.parallel.zeroStage > 1) {
+          status_ = invalidArgument(
+              "trainer: ZeRO-" + std::to_string(options.parallel.zeroStage) +
+              " with pipeline parallelism: it shards gradients (and parameters) as each "
+              "micro-batch's backward ends, which a pipeline interleaves with other "
+              "micro-batches' forwards (Megatron and DeepSpeed refuse it too); use --zero 0 "
+              "or 1 with --pp");
           return nullptr;
         }
         if (mesh->shape().tp > 1 || options.sequenceParallel) {
@@ -85,7 +89,22 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
                  options.adamw),
       schedule_{options.lr, options.warmup, options.steps},
       inputs_(static_cast<size_t>(options.batch) * static_cast<size_t>(options.model.seq)),
-      targets_(inputs_.size()) {}
+      targets_(inputs_.size()) {
+  mesh_ = mesh;
+  if (mesh == nullptr || mesh->shape().pp == 1 || !status_.isOk()) return;
+  auto plan = makePlan(options.schedule, PipelineShape{mesh->shape().pp, options.gradAccum, 1});
+  if (!plan.isOk()) {
+    status_ = plan.status();
+    return;
+  }
+  auto stage = PipelineStage::create(mesh->world(), mesh->pp(), model_, plan.value(), options.batch,
+                                     dataParallel_.get());
+  if (!stage.isOk()) {
+    status_ = stage.status();
+    return;
+  }
+  pipeline_ = std::move(stage).value();
+}
 
 Trainer::~Trainer() = default;
 
@@ -129,7 +148,22 @@ Status Trainer::runStep(StepResult& result) {
   }
   double lossSum = 0;
   const float microScale = 1.0f / static_cast<float>(options_.gradAccum);
-  for (int micro = 0; micro < options_.gradAccum; ++micro) {
+  if (pipeline_) {
+    PipelineStage::StepHooks hooks;
+    hooks.fill = [&](int micro, std::vector<int32_t>& inputs, std::vector<int32_t>& targets) {
+      inputs.resize(inputs_.size());
+      targets.resize(targets_.size());
+      source_->fill(stepIndex * options_.gradAccum + micro, inputs, targets);
+    };
+    hooks.beginBackward = [&](bool communicates) { return dp->beginMicroBatch(communicates); };
+    hooks.endBackward = [&] { return dp->endMicroBatch(); };
+    hooks.afterCompute = [&] { return tensorParallelStatus(); };
+    CC_ASSIGN_OR_RETURN(lossSum, pipeline_->runStep(hooks, microScale));
+    // The loss is the last stage's; every stage learns it.
+    CC_TRY(ccCall(ccAllReduce(&lossSum, &lossSum, 1, ccFloat64, ccSum, mesh_->pp(), nullptr),
+                  mesh_->pp(), "pp: all-reduce of the loss"));
+  }
+  for (int micro = 0; micro < options_.gradAccum && !pipeline_; ++micro) {
     // The source was made with this rank's (rank, world): global batch index x world + rank.
     source_->fill(stepIndex * options_.gradAccum + micro, inputs_, targets_);
     if (dp != nullptr) CC_TRY(dp->beginMicroBatch(micro + 1 == options_.gradAccum));
@@ -142,6 +176,7 @@ Status Trainer::runStep(StepResult& result) {
   result.loss = lossSum / options_.gradAccum;
   if (dp != nullptr) {
     result.gradientWaitSeconds = dp->gradientWaitSeconds();
+    if (pipeline_) result.pipelineWaitSeconds = pipeline_->lastWaitSeconds();
     CC_ASSIGN_OR_RETURN(result.loss, dp->average(result.loss));
   }
   result.lr = schedule_.at(stepIndex);
@@ -153,8 +188,14 @@ Status Trainer::tensorParallelStatus() const {
 }
 
 Result<double> Trainer::finishGradients() {
-  if (dataParallel_) return dataParallel_->finishGradients();
-  return globalNorm(model_.gradients());
+  if (!dataParallel_) return globalNorm(model_.gradients());
+  CC_ASSIGN_OR_RETURN(double norm, dataParallel_->finishGradients());
+  if (!pipeline_) return norm;
+  // Each stage's norm leaves out its tied copy; the squares add over the stages.
+  double squares = norm * norm;
+  CC_TRY(ccCall(ccAllReduce(&squares, &squares, 1, ccFloat64, ccSum, mesh_->pp(), nullptr),
+                mesh_->pp(), "pp: all-reduce of the gradient norm"));
+  return std::sqrt(squares);
 }
 
 Status Trainer::update(float lr, float gradientScale) {
@@ -168,9 +209,19 @@ double Trainer::evaluate(const BatchSource& source, int batches) {
   // ZeRO-3 evaluates with every layer gathered (the observer is idle outside a step).
   if (dataParallel_ && status_.isOk()) status_ = dataParallel_->gatherParameters();
   double total = 0;
-  for (int index = 0; index < batches; ++index) {
+  for (int index = 0; index < batches && status_.isOk(); ++index) {
     source.fill(index, inputs_, targets_);
-    total += model_.forward(inputs_, targets_, options_.batch);
+    if (!pipeline_) {
+      total += model_.forward(inputs_, targets_, options_.batch);
+      continue;
+    }
+    Result<double> loss = pipeline_->forwardOnly(inputs_, targets_);  // the last stage's
+    if (loss.isOk()) total += loss.value();
+    status_ = loss.status();
+  }
+  if (pipeline_ && status_.isOk()) {
+    status_ = ccCall(ccAllReduce(&total, &total, 1, ccFloat64, ccSum, mesh_->pp(), nullptr),
+                     mesh_->pp(), "pp: all-reduce of the evaluation loss");
   }
   if (status_.isOk()) status_ = tensorParallelStatus();
   if (dataParallel_ && status_.isOk()) status_ = dataParallel_->releaseParameters();
@@ -185,20 +236,51 @@ Result<std::vector<float>> Trainer::fullParameters() {
 }
 
 Result<std::vector<float>> Trainer::assembleWhole(std::span<const float> local) {
-  if (!tensorParallel_) return std::vector<float>(local.begin(), local.end());
+  const ParameterLayout& layout = model_.layout();
+  if (layout.part().isWhole(options_.model)) return std::vector<float>(local.begin(), local.end());
   const ParameterLayout whole(options_.model);
-  const size_t size = model_.layout().totalSize();
-  std::vector<float> gathered(size * static_cast<size_t>(tensorParallel_->size()));
-  CC_TRY(ccCall(
-      ccAllGather(local.data(), gathered.data(), size, ccFloat32, tensorParallel_->comm(), nullptr),
-      tensorParallel_->comm(), "tp: all-gather of the shards for a checkpoint"));
+  const size_t size = layout.totalSize();
+  const int shards = tensorParallel_ ? tensorParallel_->size() : 1;
+  std::vector<float> gathered(local.begin(), local.end());
+  if (shards > 1) {
+    gathered.resize(size * static_cast<size_t>(shards));
+    CC_TRY(ccCall(ccAllGather(local.data(), gathered.data(), size, ccFloat32,
+                              tensorParallel_->comm(), nullptr),
+                  tensorParallel_->comm(), "tp: all-gather of the shards for a checkpoint"));
+  }
   std::vector<float> values(whole.totalSize(), 0.0f);
-  for (int rank = 0; rank < tensorParallel_->size(); ++rank) {
+  for (int rank = 0; rank < shards; ++rank) {
     placePart<float>(
-        model_.layout(), whole, rank,
+        layout, whole, rank,
         std::span<const float>(gathered).subspan(static_cast<size_t>(rank) * size, size), values);
   }
+  CC_TRY(gatherStages(values));
   return values;
+}
+
+Status Trainer::gatherStages(std::vector<float>& whole) {
+  if (!pipeline_) return Status::ok();
+  ccComm_t pp = mesh_->pp();
+  if (pipeline_->stage() != 0) {
+    return ccCall(ccSend(whole.data(), whole.size(), ccFloat32, 0, pp, nullptr), pp,
+                  "pp: send of a stage's tensors for a checkpoint");
+  }
+  const ParameterLayout wholeLayout(options_.model);
+  const int perStage = options_.model.layers / pipeline_->stages();
+  std::vector<float> received(whole.size());
+  for (int stage = 1; stage < pipeline_->stages(); ++stage) {
+    CC_TRY(ccCall(ccRecv(received.data(), received.size(), ccFloat32, stage, pp, nullptr), pp,
+                  "pp: receive of stage " + std::to_string(stage) + "'s tensors for a checkpoint"));
+    const ParameterLayout stageLayout(options_.model,
+                                      ModelPart{stage * perStage, (stage + 1) * perStage, 1, 0});
+    for (const TensorSlice& tensor : stageLayout.tensors()) {
+      if (tensor.tiedCopy) continue;  // stage 0 holds the same wte
+      const TensorSlice& target = wholeLayout.tensors()[tensor.fullIndex];
+      std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(target.offset), target.size,
+                  whole.begin() + static_cast<std::ptrdiff_t>(target.offset));
+    }
+  }
+  return Status::ok();
 }
 
 std::vector<float> Trainer::cutLocal(std::span<const float> whole) const {
@@ -219,7 +301,8 @@ Status Trainer::save(const std::string& path) {
   CC_ASSIGN_OR_RETURN(m, assembleWhole(m));
   CC_ASSIGN_OR_RETURN(v, assembleWhole(v));
   Status saved = Status::ok();
-  const bool writer = dp.rank() == 0 && (!tensorParallel_ || tensorParallel_->rank() == 0);
+  const bool writer = dp.rank() == 0 && (!tensorParallel_ || tensorParallel_->rank() == 0) &&
+                      (!pipeline_ || pipeline_->stage() == 0);
   if (writer) {
     AdamW full(0, options_.adamw);
     full.restore(std::move(m), std::move(v), optimizer_.step());
@@ -231,6 +314,9 @@ Status Trainer::save(const std::string& path) {
   if (tensorParallel_) {
     CC_TRY(ccCall(ccBarrier(tensorParallel_->comm(), nullptr), tensorParallel_->comm(),
                   "tp: barrier after a checkpoint"));
+  }
+  if (pipeline_) {
+    CC_TRY(ccCall(ccBarrier(mesh_->pp(), nullptr), mesh_->pp(), "pp: barrier after a checkpoint"));
   }
   return saved;
 }

@@ -28,6 +28,7 @@
 #include "parallel/model/gpt.h"
 #include "parallel/optim/adamw.h"
 #include "parallel/optim/lr_schedule.h"
+#include "parallel/pp/pipeline.h"
 #include "parallel/tp/tensor_parallel_comm.h"
 
 namespace cc::parallel {
@@ -45,6 +46,8 @@ struct TrainOptions {
   DataParallelOptions parallel;  // used when the trainer is given a mesh
   // Under the mesh's tp > 1: shard the residual stream's rows too (model_part.h).
   bool sequenceParallel = false;
+  // Under the mesh's pp > 1: the pipeline schedule over the gradAccum micro-batches.
+  ScheduleKind schedule = ScheduleKind::kOneFOneB;
 };
 
 struct StepResult {
@@ -54,6 +57,7 @@ struct StepResult {
   double gradNorm = 0;  // before clipping
   double seconds = 0;
   double gradientWaitSeconds = 0;  // DP: waiting for gradient reductions at the step
+  double pipelineWaitSeconds = 0;  // PP: this stage waiting for its neighbours' data
 };
 
 class Trainer {
@@ -96,6 +100,8 @@ class Trainer {
   size_t tokensPerStep() const;
   // Null on one process.
   const DataParallel* dataParallel() const { return dataParallel_.get(); }
+  // Null without pipeline parallelism.
+  const PipelineStage* pipeline() const { return pipeline_.get(); }
 
  private:
   Status runStep(StepResult& result);
@@ -104,6 +110,9 @@ class Trainer {
   // Collective over TP: the one-process values of a buffer in this rank's layout (every TP
   // rank's shards put in place), and the reverse for this rank.
   Result<std::vector<float>> assembleWhole(std::span<const float> local);
+  // Collective over PP: stage 0 gets every stage's tensors of a whole-model buffer (the
+  // other stages' buffers are left as they were).
+  Status gatherStages(std::vector<float>& whole);
   std::vector<float> cutLocal(std::span<const float> whole) const;
   Result<double> finishGradients();
   Status update(float lr, float gradientScale);
@@ -115,6 +124,9 @@ class Trainer {
   std::unique_ptr<TensorParallelComm> tensorParallel_;  // tp > 1; outlives the model's use
   Gpt<float> model_;
   std::unique_ptr<DataParallel> dataParallel_;
+  // pp > 1: this rank's stage of the plan, the model's observer in front of DP's.
+  std::unique_ptr<PipelineStage> pipeline_;
+  const Mesh* mesh_ = nullptr;
   AdamW optimizer_;
   LrSchedule schedule_;
   std::vector<int32_t> inputs_;

@@ -35,9 +35,11 @@ float* ShardedOptimizerState::updatedParameters(const ShardPiece& piece) {
 Result<double> ShardedOptimizerState::gradientNorm() {
   const ShardingContext& c = context();
   TensorParallelGroup* tp = c.model->tensorParallel();
-  if (tp != nullptr && tp->size() > 1) {
+  const bool split = tp != nullptr && tp->size() > 1;
+  if (split || c.model->layout().hasTiedCopy()) {
     // A TP shard: the split tensors' squares summed over the TP group as well, the
-    // replicated ones (the same on every TP rank) once.
+    // replicated ones (the same on every TP rank) once; a pipeline stage's tied copy not
+    // at all (the first stage counts the original).
     double sums[2] = {0, 0};
     for (const ShardPiece& piece : c.pieces) {
       const SquaredSums part =
@@ -48,8 +50,10 @@ Result<double> ShardedOptimizerState::gradientNorm() {
     }
     CC_TRY(ccCall(ccAllReduce(sums, sums, 2, ccFloat64, ccSum, c.gradComm, nullptr), c.gradComm,
                   "dp: all-reduce of the gradient norm"));
-    tp->allReduceSum(std::span<double>(&sums[1], 1));
-    CC_TRY(tp->status());
+    if (split) {
+      tp->allReduceSum(std::span<double>(&sums[1], 1));
+      CC_TRY(tp->status());
+    }
     return std::sqrt(sums[0] + sums[1]);
   }
   double sumOfSquares = 0;

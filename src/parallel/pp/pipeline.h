@@ -1,0 +1,109 @@
+// The pipeline executor: runs this rank's stage of a plan (plan.h) over its model part, one
+// optimizer step at a time, and carries what a pipeline adds to a step.
+//
+// - Activations and gradients travel on the pipeline communicator as the plan groups them:
+//   each group is queued (ccGroupStart/End around its ccSend/ccRecv calls) on a stream
+//   that runs the groups in plan order while the stage computes, and a compute that reads
+//   received data first waits for the stream; simulate.h checked, before the first step,
+//   that no plan order can deadlock so, whatever the transport buffers.
+// - Each micro-batch in flight has an activation arena and a hidden-state gradient buffer
+//   (a slot), as many as the plan ever holds at once on this stage (1F1B: P - s, GPipe: M);
+//   a slot whose last send may still be queued is waited for before it is written again.
+// - The tied embedding: the first stage's wte and the last stage's copy (at offset 0 of
+//   both buffers) each get half of the gradient; after the plan, the two stages exchange
+//   theirs and both add, so both hold the sum (a + b = b + a: the same bits on both). As the
+//   model's observer it holds back "gradients final" for [0, size of the tied tensor) from
+//   the data-parallel observer behind it, so DP reduces the tied gradient only after the sum.
+// - The step's last backward on this stage is data parallelism's communicating micro-batch;
+//   it stays open until the tied sum is done, so DP launches the rest then.
+#pragma once
+
+#include <cc/cc.h>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "parallel/model/gpt.h"
+#include "parallel/pp/plan.h"
+#include "parallel/pp/simulate.h"
+
+namespace cc::parallel {
+
+class PipelineStage final : public GptObserver {
+ public:
+  // world: every rank of the job (the plans' hashes are compared over it: another
+  // --grad-accum or --schedule anywhere is an error everywhere); pp: the mesh's pipeline
+  // communicator (its rank is the stage). The model is this stage's part and must outlive
+  // the stage; inner is the observer behind this one (data parallelism; may be null).
+  // Refuses plans it cannot run yet (interleaved's chunks, zb-h1's split backward).
+  static Result<std::unique_ptr<PipelineStage>> create(ccComm_t world, ccComm_t pp,
+                                                       Gpt<float>& model, const Plan& plan,
+                                                       int microBatchRows, GptObserver* inner);
+  ~PipelineStage() override;
+  PipelineStage(const PipelineStage&) = delete;
+  PipelineStage& operator=(const PipelineStage&) = delete;
+
+  int stage() const { return stage_; }
+  int stages() const { return plan_.shape.stages; }
+  const Simulation& prediction() const { return prediction_; }
+
+  struct StepHooks {
+    // The tokens of micro-batch i of this step (inputs and targets, [rows, seq]).
+    std::function<void(int microBatch, std::vector<int32_t>& inputs, std::vector<int32_t>& targets)>
+        fill;
+    // Around each backward compute; communicates on the step's last one (data parallelism).
+    std::function<Status(bool communicates)> beginBackward;
+    std::function<Status()> endBackward;
+    // After each compute (the TP group's first failure).
+    std::function<Status()> afterCompute;
+  };
+  // Runs the step's plan. Returns the sum of the micro-batches' mean losses on the last
+  // stage, 0 elsewhere. lossScale as Gpt::headBackward's.
+  Result<double> runStep(const StepHooks& hooks, float lossScale);
+  // Forward only, one batch through every stage (evaluation): the mean loss on the last
+  // stage, 0 elsewhere.
+  Result<double> forwardOnly(std::span<const int32_t> inputs, std::span<const int32_t> targets);
+  // How long this stage waited for received data in the last step (the measured bubble).
+  double lastWaitSeconds() const { return waitSeconds_; }
+
+  void beforeBlockForward(int layer) override;
+  void afterBlockForward(int layer) override;
+  void beforeBlockBackward(int layer) override;
+  void afterBlockBackward(int layer) override;
+  void gradientsFinalFrom(size_t offset) override;
+
+ private:
+  PipelineStage(ccComm_t pp, Gpt<float>& model, const Plan& plan, int stage, int rows,
+                GptObserver* inner);
+  bool firstStage() const { return stage_ == 0; }
+  bool lastStage() const { return stage_ == plan_.shape.stages - 1; }
+  size_t hiddenCount() const;
+  int slotFor(int microBatch);
+  void releaseSlot(int microBatch);
+  void releaseFinishedSlots();
+  Status enqueue(const Action& group);
+  Status waitForTransfers();
+  Status waitForSends(int slot);
+  Status sumTiedGradients();
+
+  ccComm_t pp_;
+  Gpt<float>& model_;
+  Plan plan_;
+  Simulation prediction_;
+  int stage_;
+  int rows_;
+  GptObserver* inner_;
+  size_t tiedEnd_ = 0;  // [0, tiedEnd_): the tied tensor, where this stage holds one
+  ccStream_t stream_ = nullptr;
+  std::vector<ActivationArena<float>> arenas_;
+  std::vector<std::vector<float>> gradients_;
+  std::vector<int> slotOf_;  // per micro-batch, -1 when none
+  std::vector<int> freeSlots_;
+  std::vector<int> finished_;          // micro-batches whose slots free at the next compute
+  std::vector<uint64_t> lastSend_;     // per slot: the group that last sent from it
+  uint64_t queued_ = 0, drained_ = 0;  // groups queued, and all before drained_ are done
+  double waitSeconds_ = 0;
+};
+
+}  // namespace cc::parallel

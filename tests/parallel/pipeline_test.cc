@@ -1,0 +1,300 @@
+// Pipeline parallelism (pp/pipeline.h) against the one-process run with the same
+// micro-batches (--grad-accum M), with forked ranks:
+// - pp = 2 and 4, GPipe and 1F1B, M = 1, P and 2P + 1: every step's loss is the one-process
+//   loss and the final weights the one-process weights, to the bounds below. Not bitwise:
+//   the tied embedding's gradient is summed as (embedding part) + (head part) over the
+//   step, where one process adds the two per micro-batch, and Adam carries that rounding
+//   on; so the loss bound of the DP and TP tests, 1e-5 relative, and for the weights the
+//   norm of the difference within 1e-5 of the weights' norm (expectWeightsClose);
+// - dp = 2 x pp = 2 x tp = 2 at ZeRO-1 (8 ranks) matches the one-process run as well (the
+//   weights to 1e-4: DP's and TP's own reordering, kMeshWeightTolerance);
+// - a checkpoint saved at pp = 2 is the one-process checkpoint's layout: loaded and saved
+//   back on one process it is byte for byte the same file, and the run continues there;
+// - ZeRO-2 and 3 with a pipeline, a schedule the executor does not run yet and ranks that
+//   disagree on the plan are refused on every rank with a message, not a hang.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "parallel/checkpoint/checkpoint.h"
+#include "parallel/mesh/mesh.h"
+#include "parallel/train/trainer.h"
+#include "support/multi_rank.h"
+#include "training_setup.h"
+
+namespace cc::parallel {
+namespace {
+
+using cc::testing::RankContext;
+using cc::testing::runRanks;
+using testing::fileBytes;
+using testing::syntheticFor;
+
+constexpr double kLossTolerance = 1e-5;
+constexpr double kWeightTolerance = 1e-5;
+// With DP and TP as well, each reorders its sums too, and Adam carries that on where a
+// gradient cancels to near zero (LayerNorm biases): dp 2 x tp 2 without a pipeline lands as
+// far from the one-process weights as dp 2 x pp 2 x tp 2 does (1.1e-5 relative, both).
+constexpr double kMeshWeightTolerance = 1e-4;
+
+TrainOptions pipelineOptions(int batch, int microBatches, int64_t steps) {
+  TrainOptions options = testing::smallTrainOptions(batch, steps, /*heads=*/4);
+  options.model.layers = 4;
+  options.gradAccum = microBatches;
+  return options;
+}
+
+std::filesystem::path scratchDirectory(const std::string& name) {
+  const auto directory = std::filesystem::temp_directory_path() /
+                         ("cc_pp_test_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(directory);
+  return directory;
+}
+
+// The one-process run's losses, and its checkpoint after the last step.
+std::vector<double> oneProcessRun(const TrainOptions& options, int steps, const std::string& path) {
+  Trainer trainer(options, syntheticFor(options, 0, 1));
+  std::vector<double> losses;
+  for (int i = 0; i < steps; ++i) losses.push_back(trainer.step().loss);
+  EXPECT_TRUE(trainer.save(path).isOk());
+  return losses;
+}
+
+// How far apart two checkpoints' parameters are: the norm of the difference relative to
+// the reference's norm, the tensor where that ratio is worst (for the log: a small tensor
+// whose gradient cancels to near zero, a LayerNorm bias say, shows the reordering most), and
+// the largest difference of one element. c_attn's key bias is left out of the norms: its
+// true gradient is zero (adding b to every key adds q.b to a whole row of scores, which
+// softmax ignores), so what backward computes for it is rounding, which Adam turns into
+// steps of up to lr either way, in the one-process run as much as here.
+struct WeightDifference {
+  double relativeNorm = 0;
+  double worstTensor = 0;
+  std::string tensor;
+  double largest = 0;
+};
+
+WeightDifference weightDifference(const GptConfig& config, const std::string& actual,
+                                  const std::string& reference) {
+  const ParameterLayout layout(config);
+  std::vector<float> left(layout.totalSize()), right(layout.totalSize());
+  EXPECT_TRUE(loadCheckpoint(actual, config, left, nullptr, nullptr).isOk());
+  EXPECT_TRUE(loadCheckpoint(reference, config, right, nullptr, nullptr).isOk());
+  WeightDifference result;
+  double totalDifference = 0, totalNorm = 0;
+  const size_t width = static_cast<size_t>(config.width);
+  for (const TensorSlice& tensor : layout.tensors()) {
+    const bool keyBias = tensor.name.find("attn.c_attn.bias") != std::string::npos;
+    double difference = 0, norm = 0;
+    for (size_t i = 0; i < tensor.size; ++i) {
+      const size_t at = tensor.offset + i;
+      const double d = static_cast<double>(left[at]) - right[at];
+      result.largest = std::max(result.largest, std::abs(d));
+      if (keyBias && i >= width && i < 2 * width) continue;
+      difference += d * d;
+      norm += static_cast<double>(right[at]) * right[at];
+    }
+    totalDifference += difference;
+    totalNorm += norm;
+    const double relative = norm > 0 ? std::sqrt(difference / norm) : std::sqrt(difference);
+    if (relative > result.worstTensor) {
+      result.worstTensor = relative;
+      result.tensor = tensor.name;
+    }
+  }
+  result.relativeNorm = std::sqrt(totalDifference / totalNorm);
+  return result;
+}
+
+// The difference within kWeightTolerance of the weights' norm, and no element further than
+// Adam can move one in a step (lr) times the steps.
+void expectWeightsClose(const WeightDifference& difference, const TrainOptions& options, int steps,
+                        const char* what, double tolerance = kWeightTolerance) {
+  std::printf(
+      "  %s weights: relative difference %.3g (worst tensor %s %.3g), largest element "
+      "%.3g\n",
+      what, difference.relativeNorm, difference.tensor.c_str(), difference.worstTensor,
+      difference.largest);
+  EXPECT_LE(difference.relativeNorm, tolerance) << what;
+  EXPECT_LE(difference.largest, static_cast<double>(options.lr) * steps) << what;
+}
+
+struct Case {
+  int pp;
+  ScheduleKind schedule;
+  int microBatches;
+};
+
+void PrintTo(const Case& c, std::ostream* out) {
+  *out << "pp " << c.pp << " " << scheduleName(c.schedule) << " M " << c.microBatches;
+}
+
+class PipelineEquivalence : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PipelineEquivalence, MatchesTheOneProcessLossesAndWeights) {
+  const Case c = GetParam();
+  constexpr int kSteps = 12, kRows = 2;
+  const auto directory = scratchDirectory(std::to_string(c.pp) + scheduleName(c.schedule) +
+                                          std::to_string(c.microBatches));
+  const std::string reference = (directory / "one.safetensors").string();
+  const std::string piped = (directory / "pp.safetensors").string();
+  TrainOptions options = pipelineOptions(kRows, c.microBatches, kSteps);
+  options.schedule = c.schedule;
+  const std::vector<double> expected = oneProcessRun(options, kSteps, reference);
+  runRanks(c.pp, [&](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    {
+      auto mesh = testing::meshFor(comm, {1, c.pp, 1}, options.model);
+      ASSERT_NE(mesh, nullptr);
+      Trainer trainer(options, syntheticFor(options, 0, 1), mesh.get());
+      ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
+      double worst = 0;
+      for (int step = 0; step < kSteps; ++step) {
+        auto result = trainer.tryStep();
+        ASSERT_TRUE(result.isOk()) << result.status().message();
+        const double relative = std::abs(result->loss - expected[static_cast<size_t>(step)]) /
+                                expected[static_cast<size_t>(step)];
+        worst = std::max(worst, relative);
+        EXPECT_LT(relative, kLossTolerance) << "step " << step + 1;
+      }
+      ASSERT_TRUE(trainer.save(piped).isOk());
+      if (context.rank == 0) {
+        std::printf("pp %d %s M %d: largest relative loss difference %.3g\n", c.pp,
+                    scheduleName(c.schedule), c.microBatches, worst);
+      }
+    }
+    ccCommDestroy(comm);
+  });
+  expectWeightsClose(weightDifference(options.model, piped, reference), options, kSteps,
+                     "pipeline");
+  std::filesystem::remove_all(directory);
+}
+
+std::vector<Case> equivalenceCases() {
+  std::vector<Case> cases;
+  for (int pp : {2, 4}) {
+    for (ScheduleKind schedule : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
+      for (int m : {1, pp, 2 * pp + 1}) cases.push_back({pp, schedule, m});
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, PipelineEquivalence, ::testing::ValuesIn(equivalenceCases()),
+                         [](const auto& caseInfo) {
+                           std::string name = std::string("pp") +
+                                              std::to_string(caseInfo.param.pp) + "_" +
+                                              scheduleName(caseInfo.param.schedule) + "_m" +
+                                              std::to_string(caseInfo.param.microBatches);
+                           for (char& ch : name) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return name;
+                         });
+
+TEST(PipelineMesh, Dp2Pp2Tp2AtZero1MatchesTheOneProcessRun) {
+  constexpr int kSteps = 8, kRows = 4, kMicroBatches = 3;
+  const auto directory = scratchDirectory("3d");
+  const std::string reference = (directory / "one.safetensors").string();
+  const std::string meshed = (directory / "3d.safetensors").string();
+  const TrainOptions whole = pipelineOptions(kRows, kMicroBatches, kSteps);
+  const std::vector<double> expected = oneProcessRun(whole, kSteps, reference);
+  runRanks(8, [&](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    {
+      TrainOptions options = pipelineOptions(kRows / 2, kMicroBatches, kSteps);
+      options.parallel.zeroStage = 1;
+      auto mesh = testing::meshFor(comm, {2, 2, 2}, options.model);
+      ASSERT_NE(mesh, nullptr);
+      Trainer trainer(options, syntheticFor(options, mesh->coordinates().dp, 2), mesh.get());
+      ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
+      for (int step = 0; step < kSteps; ++step) {
+        auto result = trainer.tryStep();
+        ASSERT_TRUE(result.isOk()) << result.status().message();
+        EXPECT_NEAR(result->loss, expected[static_cast<size_t>(step)],
+                    kLossTolerance * expected[static_cast<size_t>(step)])
+            << "step " << step + 1;
+      }
+      ASSERT_TRUE(trainer.save(meshed).isOk());
+    }
+    ccCommDestroy(comm);
+  });
+  expectWeightsClose(weightDifference(whole.model, meshed, reference), whole, kSteps,
+                     "dp 2 x pp 2 x tp 2", kMeshWeightTolerance);
+  std::filesystem::remove_all(directory);
+}
+
+TEST(PipelineCheckpoint, SavedAtPp2ResumesOnOneProcess) {
+  constexpr int kSteps = 8, kSaveAt = 4, kRows = 2, kMicroBatches = 2;
+  const auto directory = scratchDirectory("resume");
+  const std::string saved = (directory / "pp2.safetensors").string();
+  const TrainOptions options = pipelineOptions(kRows, kMicroBatches, kSteps);
+  std::vector<double> straight = testing::oneProcessLosses(options, kSteps);
+  runRanks(2, [&](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    {
+      auto mesh = testing::meshFor(comm, {1, 2, 1}, options.model);
+      ASSERT_NE(mesh, nullptr);
+      Trainer trainer(options, syntheticFor(options, 0, 1), mesh.get());
+      ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
+      for (int step = 0; step < kSaveAt; ++step) ASSERT_TRUE(trainer.tryStep().isOk());
+      ASSERT_TRUE(trainer.save(saved).isOk());
+    }
+    ccCommDestroy(comm);
+  });
+  Trainer trainer(options, syntheticFor(options, 0, 1));
+  ASSERT_TRUE(trainer.load(saved).isOk());
+  EXPECT_EQ(trainer.completedSteps(), kSaveAt);
+  const std::string again = (directory / "one.safetensors").string();
+  ASSERT_TRUE(trainer.save(again).isOk());
+  EXPECT_EQ(fileBytes(saved), fileBytes(again));
+  EXPECT_EQ(fileBytes(optimizerPath(saved)), fileBytes(optimizerPath(again)));
+  for (int step = kSaveAt; step < kSteps; ++step) {
+    EXPECT_NEAR(trainer.step().loss, straight[static_cast<size_t>(step)],
+                kLossTolerance * straight[static_cast<size_t>(step)])
+        << "step " << step + 1;
+  }
+  std::filesystem::remove_all(directory);
+}
+
+// Runs two ranks as pp = 2 with options(rank) and returns each rank's trainer status.
+void expectRefusedOnEveryRank(const std::function<TrainOptions(int rank)>& optionsOf,
+                              const std::string& message) {
+  runRanks(2, [&](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    {
+      const TrainOptions options = optionsOf(context.rank);
+      auto mesh = testing::meshFor(comm, {1, 2, 1}, options.model);
+      ASSERT_NE(mesh, nullptr);
+      Trainer trainer(options, syntheticFor(options, 0, 1), mesh.get());
+      ASSERT_FALSE(trainer.status().isOk()) << "rank " << context.rank;
+      EXPECT_NE(trainer.status().message().find(message), std::string::npos)
+          << trainer.status().message();
+    }
+    ccCommDestroy(comm);
+  });
+}
+
+TEST(PipelineRefusals, UnsupportedCombinationsAndMismatchedPlansAreErrorsOnEveryRank) {
+  expectRefusedOnEveryRank(
+      [](int) {
+        TrainOptions options = pipelineOptions(2, 2, 1);
+        options.parallel.zeroStage = 2;
+        return options;
+      },
+      "ZeRO-2 with pipeline parallelism");
+  expectRefusedOnEveryRank(
+      [](int) {
+        TrainOptions options = pipelineOptions(2, 4, 1);
+        options.schedule = ScheduleKind::kZeroBubbleH1;
+        return options;
+      },
+      "does not run it yet");
+  expectRefusedOnEveryRank([](int rank) { return pipelineOptions(2, rank == 0 ? 2 : 3, 1); },
+                           "the ranks made different plans");
+}
+
+}  // namespace
+}  // namespace cc::parallel
