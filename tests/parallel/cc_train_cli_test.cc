@@ -60,6 +60,10 @@ TEST_F(CcTrainCli, BadFlagsAreClearErrors) {
       {"--sp", "--sp shards the sequence over the TP group: it needs --tp above 1"},
       {"--tp 3 --heads 3 --width 96 --seq 32 --sp",
        "--sp: --tp 3 does not divide the sequence length --seq 32"},
+      {"--schedule 2f2b", "--schedule: schedule \"2f2b\" is not one of gpipe, 1f1b"},
+      {"--pp 3 --layers 4", "--pp 3 does not divide --layers 4"},
+      {"--pp 2 --grad-accum 3 --schedule interleaved --virtual-stages 2 --pp-plan /dev/null",
+       "interleaved: micro-batches 3 must be a multiple of the stages 2"},
   };
   for (const Case& c : cases) {
     const Outcome outcome = runTrain(c.arguments);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # cc-train under mpirun (-np 2 --dp 2 with zero 0 and 3, -np 4 --dp 4 --zero 2, -np 4 --dp 2
-# --tp 2 --zero 1, -np 2 --tp 2, and the last two with --sp) logs the same loss at every step
+# --tp 2 --zero 1, -np 2 --tp 2, the last two with --sp, -np 2 --pp 2 with 1f1b and gpipe,
+# -np 4 --dp 2 --pp 2 --zero 1) logs the same loss at every step
 # as the one-process run on the same global batch (8 rows), to the
 # tolerance data_parallel_test.cc explains (1e-5 relative), widened to 3e-5
 # because the CSV keeps 6 significant digits (up to 1e-5 relative at a loss near 1).
@@ -15,18 +16,28 @@ model=(--layers 2 --heads 4 --width 64 --seq 32 --vocab 200 --steps 50 --warmup 
 "$train" "${model[@]}" --batch 8 --log "$work/one.csv" >"$work/one.out"
 # dp 2 with zero 0 and 3, dp 4 with zero 2 (4 ranks x 2 rows), dp 2 x tp 2, tp 2, both
 # again with sequence parallelism: the same 8 rows a step.
-for run in "2 0 1" "2 3 1" "4 2 1" "2 1 2" "1 0 2" "2 1 2 --sp" "1 0 2 --sp"; do
-  read -r dp zero tp sp <<< "$run"
-  np=$((dp * tp))
-  name=dp$dp-tp$tp-zero$zero${sp:+-sp}
-  # shellcheck disable=SC2086 # $sp is one flag or nothing
-  "$mpirun" --allow-run-as-root --oversubscribe -np "$np" "$train" "${model[@]}" --dp "$dp" --tp "$tp" $sp \
-    --zero "$zero" --batch $((8 / dp)) --bucket-mb 0.05 --log "$work/$name.csv" >"$work/$name.out" 2>&1 ||
+# The pipeline runs take the 8 rows as 4 micro-batches of 2 (of 1 per DP rank at dp 2): the
+# one-process reference is then --batch 2 --grad-accum 4.
+"$train" "${model[@]}" --batch 2 --grad-accum 4 --log "$work/one-m4.csv" >"$work/one-m4.out"
+for run in "2 0 1 1" "2 3 1 1" "4 2 1 1" "2 1 2 1" "1 0 2 1" "2 1 2 1 --sp" "1 0 2 1 --sp" \
+  "1 0 1 2 --schedule 1f1b" "1 0 1 2 --schedule gpipe" "2 1 1 2 --schedule 1f1b"; do
+  read -r dp zero tp pp extra <<< "$run"
+  np=$((dp * tp * pp))
+  name=dp$dp-pp$pp-tp$tp-zero$zero${extra:+-${extra//[ -]/}}
+  reference=one
+  rows=(--batch $((8 / dp)))
+  if [ "$pp" -gt 1 ]; then reference=one-m4; rows=(--batch $((2 / dp)) --grad-accum 4); fi
+  # shellcheck disable=SC2086 # $extra is flags or nothing
+  "$mpirun" --allow-run-as-root --oversubscribe -np "$np" "$train" "${model[@]}" --dp "$dp" --tp "$tp" \
+    --pp "$pp" $extra --zero "$zero" "${rows[@]}" --bucket-mb 0.05 --log "$work/$name.csv" >"$work/$name.out" 2>&1 ||
     { cat "$work/$name.out"; exit 1; }
-  grep -q "mesh: dp $dp x pp 1 x tp $tp" "$work/$name.out" || { echo "no placement table"; cat "$work/$name.out"; exit 1; }
+  grep -q "mesh: dp $dp x pp $pp x tp $tp" "$work/$name.out" || { echo "no placement table"; cat "$work/$name.out"; exit 1; }
+  if [ "$pp" -gt 1 ]; then
+    grep -q "^pipeline: .* measured_bubble" "$work/$name.out" || { echo "no bubble line"; cat "$work/$name.out"; exit 1; }
+  fi
   grep -q "memory at start-up: expected_mib" "$work/$name.out" || { echo "no memory line"; exit 1; }
   grep -q "sent_mib_per_step" "$work/$name.out" || { echo "no bytes-per-step figure"; cat "$work/$name.out"; exit 1; }
-  paste -d, "$work/one.csv" "$work/$name.csv" | awk -F, -v name="$name" '
+  paste -d, "$work/$reference.csv" "$work/$name.csv" | awk -F, -v name="$name" '
     NR == 1 { next }
     { one = $2; dp = $8; d = one - dp; if (d < 0) d = -d; r = d / one; if (r > worst) worst = r
       if (r > 3e-5) { printf "step %s: one process %s, %s %s\n", $1, one, name, dp; bad = 1 } }

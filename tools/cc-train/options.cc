@@ -194,6 +194,10 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
   if (!options.evalPath.empty() && !options.stepsGiven) train.steps = 0;
   if (train.warmup > train.steps) train.warmup = train.steps;
   CC_TRY(model.validate());
+  if (model.layers % options.pp != 0) {
+    return invalidArgument("--pp " + std::to_string(options.pp) + " does not divide --layers " +
+                           std::to_string(model.layers) + " (each stage holds as many blocks)");
+  }
   if (train.sequenceParallel && options.tp == 1)
     return invalidArgument("--sp shards the sequence over the TP group: it needs --tp above 1");
   if (train.sequenceParallel && model.seq % options.tp != 0) {
