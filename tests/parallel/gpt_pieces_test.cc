@@ -158,6 +158,28 @@ TEST(GptPieces, MicroBatchesInFlightGiveTheSequentialRun) {
   }
 }
 
+TEST(GptPieces, RecomputationGivesTheSameLossAndGradientsBitForBit) {
+  GptConfig config = tinyConfig();
+  const int batch = 3;
+  const auto inputs = testing::randomTokens(config, batch, 1);
+  const auto targets = testing::randomTokens(config, batch, 2);
+  Gpt<double> kept(config, batch);
+  Gpt<double> rebuilt(config, batch, 0, /*recompute=*/true);
+  testing::initializeModel(kept, 3);
+  testing::initializeModel(rebuilt, 3);
+  for (Gpt<double>* model : {&kept, &rebuilt}) model->zeroGradients();
+  // Two micro-batches, so that the second rebuilds from an arena the first has used.
+  for (int micro = 0; micro < 2; ++micro) {
+    const double a = kept.forward(inputs, targets, batch - micro);
+    const double b = rebuilt.forward(inputs, targets, batch - micro);
+    EXPECT_EQ(a, b);
+    kept.backward(0.5);
+    rebuilt.backward(0.5);
+  }
+  for (size_t i = 0; i < kept.gradients().size(); ++i)
+    ASSERT_EQ(kept.gradients()[i], rebuilt.gradients()[i]) << i;
+}
+
 TEST(GptPieces, ActivationMemoryIsTheDocumentedFormula) {
   // docs/TRAINING.md, "Memory" (one process) and "Tensor parallelism" (per rank, with and
   // without sequence parallelism): A in floats for one micro-batch in flight.
@@ -187,6 +209,11 @@ TEST(GptPieces, ActivationMemoryIsTheDocumentedFormula) {
                              + t * t + 2 * c + (tp > 1 ? 3 * n : 0) + (split.sp ? 4 * c : 0);
       EXPECT_EQ(activationElementCount(layout, batch), formula)
           << "tp " << split.tp << (split.sp ? " sp" : "") << " batch " << batch;
+      // Recomputation keeps one [M, C] per block in the arena and one whole block in the
+      // workspace.
+      const size_t block = 4 * m * c + 4 * m + 12 * n * c / tp + b * h * t * t / tp;
+      EXPECT_EQ(activationElementCount(layout, batch, 1, true),
+                formula - l * block + l * m * c + block);
       // Each further micro-batch in flight costs one arena, not another workspace.
       const size_t arena = ActivationArena<float>::elementCount(layout, batch);
       EXPECT_EQ(activationElementCount(layout, batch, 3), formula + 2 * arena);

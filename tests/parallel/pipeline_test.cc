@@ -6,16 +6,19 @@
 //   step, where one process adds the two per micro-batch, and Adam carries that rounding
 //   on; so the loss bound of the DP and TP tests, 1e-5 relative, and for the weights the
 //   norm of the difference within 1e-5 of the weights' norm (expectWeightsClose);
-// - dp = 2 x pp = 2 x tp = 2 at ZeRO-1 (8 ranks) matches the one-process run as well (the
+// - dp = 2 x pp = 2 x tp = 2 at ZeRO-1 with activation recomputation (8 ranks) matches the
+//   one-process run (without it) as well (the
 //   weights to 1e-4: DP's and TP's own reordering, kMeshWeightTolerance);
 // - a checkpoint saved at pp = 2 is the one-process checkpoint's layout: loaded and saved
 //   back on one process it is byte for byte the same file, and the run continues there;
+// - a stage killed mid-run is named by its neighbours, which fail within the deadline;
 // - ZeRO-2 and 3 with a pipeline, a schedule the executor does not run yet and ranks that
 //   disagree on the plan are refused on every rank with a message, not a hang.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 
 #include "parallel/checkpoint/checkpoint.h"
@@ -194,7 +197,7 @@ INSTANTIATE_TEST_SUITE_P(Schedules, PipelineEquivalence, ::testing::ValuesIn(equ
                            return name;
                          });
 
-TEST(PipelineMesh, Dp2Pp2Tp2AtZero1MatchesTheOneProcessRun) {
+TEST(PipelineMesh, Dp2Pp2Tp2AtZero1WithRecomputationMatchesTheOneProcessRun) {
   constexpr int kSteps = 8, kRows = 4, kMicroBatches = 3;
   const auto directory = scratchDirectory("3d");
   const std::string reference = (directory / "one.safetensors").string();
@@ -206,6 +209,7 @@ TEST(PipelineMesh, Dp2Pp2Tp2AtZero1MatchesTheOneProcessRun) {
     {
       TrainOptions options = pipelineOptions(kRows / 2, kMicroBatches, kSteps);
       options.parallel.zeroStage = 1;
+      options.recompute = true;
       auto mesh = testing::meshFor(comm, {2, 2, 2}, options.model);
       ASSERT_NE(mesh, nullptr);
       Trainer trainer(options, syntheticFor(options, mesh->coordinates().dp, 2), mesh.get());
@@ -257,6 +261,44 @@ TEST(PipelineCheckpoint, SavedAtPp2ResumesOnOneProcess) {
         << "step " << step + 1;
   }
   std::filesystem::remove_all(directory);
+}
+
+// Stage 1 of 3 is killed at the start of step 3, while its neighbours are in that step's
+// transfers: both fail within the fixture's deadline, naming the dead rank of the pipeline
+// communicator (its stage) and their own stage.
+TEST(PipelineRobustness, KilledStageIsNamedByItsNeighbours) {
+  cc::testing::MultiRankOptions fixture;
+  fixture.expectKilled = {1};
+  fixture.timeoutSeconds = 60;
+  fixture.env["CC_TIMEOUT_MS"] = "20000";
+  runRanks(
+      3,
+      [&](RankContext& context) {
+        ccComm_t comm = context.initComm();
+        TrainOptions options = pipelineOptions(2, 4, 10);
+        options.model.layers = 3;
+        auto mesh = testing::meshFor(comm, {1, 3, 1}, options.model);
+        ASSERT_NE(mesh, nullptr);
+        Trainer trainer(options, syntheticFor(options, 0, 1), mesh.get());
+        ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
+        for (;;) {
+          if (context.rank == 1 && trainer.completedSteps() == 2) ::raise(SIGKILL);
+          auto result = trainer.tryStep();
+          if (!result.isOk()) {
+            EXPECT_NE(result.status().message().find("rank 1"), std::string::npos)
+                << result.status().message();
+            EXPECT_NE(result.status().message().find("pp: stage " + std::to_string(context.rank)),
+                      std::string::npos)
+                << result.status().message();
+            std::printf("stage %d saw: %s\n", context.rank, result.status().message().c_str());
+            std::fflush(stdout);
+            _exit(::testing::Test::HasFailure() ? 1 : 0);  // the communicator is dead: no teardown
+          }
+          ASSERT_LT(trainer.completedSteps(), 10)
+              << "stage " << context.rank << " never noticed the dead stage";
+        }
+      },
+      fixture);
 }
 
 // Runs two ranks as pp = 2 with options(rank) and returns each rank's trainer status.

@@ -107,7 +107,7 @@ std::string memoryBreakdown(const Trainer& trainer) {
     std::snprintf(text, sizeof(text), "16 bytes x %zu parameters + 4 bytes x %zu activations",
                   trainer.model().layout().totalSize(),
                   activationElementCount(trainer.model().layout(), trainer.options().batch,
-                                         arenasOf(trainer)));
+                                         arenasOf(trainer), trainer.options().recompute));
   }
   return text;
 }

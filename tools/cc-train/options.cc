@@ -55,7 +55,8 @@ state:     --load CKPT --save CKPT --save-every K
 eval:      --eval FILE.bin (with --load and no --steps: print eval_loss and exit)
            --eval-every K
 output:    --log FILE.csv --plot FILE.svg --print-every K (10)
-machine:   --threads N (1, OpenBLAS threads)
+machine:   --threads N (1, OpenBLAS threads) --recompute (keep only each block's input in
+           forward, rebuild the block in backward: less activation memory, ~1/3 more compute)
 parallel:  --dp N (1) --tp N (1; heads and the padded vocab divisible by it) --pp N (1; the
            layers divisible by it); run under mpirun -np DP*PP*TP --zero 0|1|2|3 (0; 0 or 1
            with --pp) --bucket-mb X (25)
@@ -175,6 +176,10 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
     }
     if (flag == "--sp") {
       train.sequenceParallel = true;
+      continue;
+    }
+    if (flag == "--recompute") {
+      train.recompute = true;
       continue;
     }
     if (flag == "--prepare") {

@@ -36,12 +36,11 @@ Sizes sizesOf(const ParameterLayout& layout, int maxBatch) {
 
 // One walk over an arena or a workspace, used both to count and to hand out pointers,
 // so the two cannot disagree. take(count) returns the next count elements.
+// One block's activations; with onlyOutput, only residual3.
 template <typename T, typename Take>
-void carveArena(const ParameterLayout& layout, int maxBatch, Take take,
-                std::vector<BlockActivations<T>>* blocks, T** input, HeadActivations<T>* head) {
-  const Sizes s = sizesOf(layout, maxBatch);
-  for (int layer = layout.firstLayer(); layer < layout.endLayer(); ++layer) {
-    BlockActivations<T> block{};
+BlockActivations<T> carveBlock(const Sizes& s, Take& take, bool onlyOutput) {
+  BlockActivations<T> block{};
+  if (!onlyOutput) {
     block.ln1 = take(s.localRows * s.width);
     block.ln1Mean = take(s.localRows);
     block.ln1Rstd = take(s.localRows);
@@ -54,7 +53,19 @@ void carveArena(const ParameterLayout& layout, int maxBatch, Take take,
     block.ln2Rstd = take(s.localRows);
     block.fch = take(s.rows * s.hidden);
     block.fchGelu = take(s.rows * s.hidden);
-    block.residual3 = take(s.localRows * s.width);
+  }
+  block.residual3 = take(s.localRows * s.width);
+  return block;
+}
+
+// One walk over an arena or a workspace, used both to count and to hand out pointers,
+// so the two cannot disagree. take(count) returns the next count elements.
+template <typename T, typename Take>
+void carveArena(const ParameterLayout& layout, int maxBatch, bool recompute, Take take,
+                std::vector<BlockActivations<T>>* blocks, T** input, HeadActivations<T>* head) {
+  const Sizes s = sizesOf(layout, maxBatch);
+  for (int layer = layout.firstLayer(); layer < layout.endLayer(); ++layer) {
+    BlockActivations<T> block = carveBlock<T>(s, take, recompute);
     if (blocks != nullptr) blocks->push_back(block);
   }
   T* in = take(s.localRows * s.width);
@@ -71,9 +82,11 @@ void carveArena(const ParameterLayout& layout, int maxBatch, Take take,
 }
 
 template <typename T, typename Take>
-void carveWorkspace(const ParameterLayout& layout, int maxBatch, Take take,
+void carveWorkspace(const ParameterLayout& layout, int maxBatch, bool recompute, Take take,
                     Workspace<T>* workspace) {
   const Sizes s = sizesOf(layout, maxBatch);
+  const BlockActivations<T> block =
+      recompute ? carveBlock<T>(s, take, false) : BlockActivations<T>{};
   T* projection = take(s.rows * s.width);
   T* dhidden = take(s.localRows * s.width);
   T* dln = take(s.rows * s.width);
@@ -87,6 +100,7 @@ void carveWorkspace(const ParameterLayout& layout, int maxBatch, Take take,
   T* lossScratch = layout.hasHead() && s.lossScratch > 0 ? take(s.lossScratch) : nullptr;
   T* sequenceGradients = layout.part().sequenceParallel ? take(4 * s.width) : nullptr;
   if (workspace == nullptr) return;
+  workspace->block = block;
   workspace->lossScratch = lossScratch;
   workspace->sequenceGradients = sequenceGradients;
   workspace->projection = projection;
@@ -123,21 +137,22 @@ struct Carver {
 }  // namespace
 
 template <typename T>
-size_t ActivationArena<T>::elementCount(const ParameterLayout& layout, int maxBatch) {
+size_t ActivationArena<T>::elementCount(const ParameterLayout& layout, int maxBatch,
+                                        bool recompute) {
   Counter<T> counter;
-  carveArena<T>(layout, maxBatch, std::ref(counter), nullptr, nullptr, nullptr);
+  carveArena<T>(layout, maxBatch, recompute, std::ref(counter), nullptr, nullptr, nullptr);
   return counter.total;
 }
 
 template <typename T>
-ActivationArena<T>::ActivationArena(const ParameterLayout& layout, int maxBatch)
+ActivationArena<T>::ActivationArena(const ParameterLayout& layout, int maxBatch, bool recompute)
     : maxBatch_(maxBatch),
       seq_(layout.config().seq),
       firstLayer_(layout.firstLayer()),
       rowShards_(layout.part().sequenceParallel ? layout.part().tpSize : 1),
       rowShard_(layout.part().sequenceParallel ? layout.part().tpRank : 0),
-      storage_(elementCount(layout, maxBatch)) {
-  carveArena<T>(layout, maxBatch, Carver<T>{storage_.data()}, &blocks_, &input_, &head_);
+      storage_(elementCount(layout, maxBatch, recompute)) {
+  carveArena<T>(layout, maxBatch, recompute, Carver<T>{storage_.data()}, &blocks_, &input_, &head_);
 }
 
 template <typename T>
@@ -163,21 +178,23 @@ const T* ActivationArena<T>::blockInput(int layer) const {
 }
 
 template <typename T>
-size_t Workspace<T>::elementCount(const ParameterLayout& layout, int maxBatch) {
+size_t Workspace<T>::elementCount(const ParameterLayout& layout, int maxBatch, bool recompute) {
   Counter<T> counter;
-  carveWorkspace<T>(layout, maxBatch, std::ref(counter), nullptr);
+  carveWorkspace<T>(layout, maxBatch, recompute, std::ref(counter), nullptr);
   return counter.total;
 }
 
 template <typename T>
-Workspace<T>::Workspace(const ParameterLayout& layout, int maxBatch)
-    : storage_(elementCount(layout, maxBatch)) {
-  carveWorkspace<T>(layout, maxBatch, Carver<T>{storage_.data()}, this);
+Workspace<T>::Workspace(const ParameterLayout& layout, int maxBatch, bool recompute)
+    : storage_(elementCount(layout, maxBatch, recompute)) {
+  carveWorkspace<T>(layout, maxBatch, recompute, Carver<T>{storage_.data()}, this);
 }
 
-size_t activationElementCount(const ParameterLayout& layout, int maxBatch, int arenas) {
-  return static_cast<size_t>(arenas) * ActivationArena<float>::elementCount(layout, maxBatch) +
-         Workspace<float>::elementCount(layout, maxBatch);
+size_t activationElementCount(const ParameterLayout& layout, int maxBatch, int arenas,
+                              bool recompute) {
+  return static_cast<size_t>(arenas) *
+             ActivationArena<float>::elementCount(layout, maxBatch, recompute) +
+         Workspace<float>::elementCount(layout, maxBatch, recompute);
 }
 
 template class ActivationArena<float>;

@@ -51,13 +51,15 @@ struct HeadActivations {
 template <typename T>
 class ActivationArena {
  public:
-  ActivationArena(const ParameterLayout& layout, int maxBatch);
+  // recompute: keep only each block's output (the next block's input) and rebuild the rest
+  // in backward (Gpt's activation recomputation); the block's other pointers are null.
+  ActivationArena(const ParameterLayout& layout, int maxBatch, bool recompute = false);
   ActivationArena(const ActivationArena&) = delete;
   ActivationArena& operator=(const ActivationArena&) = delete;
   ActivationArena(ActivationArena&&) = default;
 
   // Elements one arena holds for this part and batch (docs/TRAINING.md's formula).
-  static size_t elementCount(const ParameterLayout& layout, int maxBatch);
+  static size_t elementCount(const ParameterLayout& layout, int maxBatch, bool recompute = false);
 
   int maxBatch() const { return maxBatch_; }
   // The micro-batch's tokens, [batch, seq] row-major: inputs where the part has the
@@ -105,10 +107,12 @@ class ActivationArena {
 template <typename T>
 class Workspace {
  public:
-  Workspace(const ParameterLayout& layout, int maxBatch);
+  // recompute: with one block's full activations, where forward runs every block and
+  // backward rebuilds the block it differentiates.
+  Workspace(const ParameterLayout& layout, int maxBatch, bool recompute = false);
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
-  static size_t elementCount(const ParameterLayout& layout, int maxBatch);
+  static size_t elementCount(const ParameterLayout& layout, int maxBatch, bool recompute = false);
 
   // [N, C]: a c_proj's output (the residual add consumes it at once); under sequence
   // parallelism also the all-gathered rows a column-parallel linear reads, and in backward
@@ -126,6 +130,7 @@ class Workspace {
   T* lossScratch = nullptr;        // [3N]: the vocabulary-parallel loss's reductions (tp > 1)
   T* sequenceGradients = nullptr;  // [4C]: a block's LayerNorm gradients over its M rows,
                                    // summed over the TP group (sequence parallelism)
+  BlockActivations<T> block{};     // recomputation: one block's activations
 
  private:
   std::vector<T> storage_;
@@ -133,6 +138,7 @@ class Workspace {
 
 // Activation memory of a part in elements: `arenas` micro-batches in flight and the
 // workspace.
-size_t activationElementCount(const ParameterLayout& layout, int maxBatch, int arenas = 1);
+size_t activationElementCount(const ParameterLayout& layout, int maxBatch, int arenas = 1,
+                              bool recompute = false);
 
 }  // namespace cc::parallel

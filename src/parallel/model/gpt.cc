@@ -28,20 +28,21 @@ void zero(T* buffer, size_t count) {
 }  // namespace
 
 template <typename T>
-Gpt<T>::Gpt(const GptConfig& config, int maxBatch, size_t bufferElements)
-    : Gpt(ParameterLayout(config), maxBatch, bufferElements) {}
+Gpt<T>::Gpt(const GptConfig& config, int maxBatch, size_t bufferElements, bool recompute)
+    : Gpt(ParameterLayout(config), maxBatch, bufferElements, recompute) {}
 
 template <typename T>
-Gpt<T>::Gpt(const ParameterLayout& layout, int maxBatch, size_t bufferElements)
+Gpt<T>::Gpt(const ParameterLayout& layout, int maxBatch, size_t bufferElements, bool recompute)
     : config_(layout.config()),
       layout_(layout),
       maxBatch_(maxBatch),
+      recompute_(recompute),
       parameterPages_(std::max(layout_.totalSize(), bufferElements) * sizeof(T)),
       gradientPages_(parameterPages_.bytes()),
       parameters_(static_cast<T*>(parameterPages_.data()),
                   std::max(layout_.totalSize(), bufferElements)),
       gradients_(static_cast<T*>(gradientPages_.data()), parameters_.size()),
-      workspace_(layout_, maxBatch) {}
+      workspace_(layout_, maxBatch, recompute) {}
 
 template <typename T>
 bool Gpt<T>::split() const {
@@ -161,6 +162,20 @@ const T* Gpt<T>::rowParallelForward(const T* inp, const T* weight, const T* bias
 
 template <typename T>
 void Gpt<T>::blockForward(int layer, ActivationArena<T>& arena) {
+  if (observer_ != nullptr) observer_->beforeBlockForward(layer);
+  BlockActivations<T> a = arena.block(layer);
+  if (recompute_) {
+    // Everything but the output in the workspace's block, for backward to rebuild.
+    T* output = a.residual3;
+    a = workspace_.block;
+    a.residual3 = output;
+  }
+  computeBlock(layer, arena, a);
+  if (observer_ != nullptr) observer_->afterBlockForward(layer);
+}
+
+template <typename T>
+void Gpt<T>::computeBlock(int layer, const ActivationArena<T>& arena, BlockActivations<T>& a) {
   const int rows = static_cast<int>(arena.rows());
   const size_t m = arena.localRows();
   const int width = config_.width;
@@ -169,9 +184,7 @@ void Gpt<T>::blockForward(int layer, ActivationArena<T>& arena) {
   const AttentionShape shape{arena.batch(), config_.seq, shard.width, shard.heads};
   const T* p = parameters_.data();
   const BlockOffsets& w = layout_.block(layer);
-  BlockActivations<T>& a = arena.block(layer);
   const T* residual = arena.blockInput(layer);
-  if (observer_ != nullptr) observer_->beforeBlockForward(layer);
   // The LayerNorms and residual adds run on the rank's M rows, the linears and the
   // attention between them on all N.
   layerNormForward(a.ln1, a.ln1Mean, a.ln1Rstd, residual, p + w.ln1.weight, p + w.ln1.bias, m, c);
@@ -189,7 +202,6 @@ void Gpt<T>::blockForward(int layer, ActivationArena<T>& arena) {
   const T* mlp = rowParallelForward(a.fchGelu, p + w.mlp.projection.weight,
                                     p + w.mlp.projection.bias, shard.hidden, arena);
   residualForward(a.residual3, a.residual2, mlp, m * c);
-  if (observer_ != nullptr) observer_->afterBlockForward(layer);
 }
 
 template <typename T>
@@ -274,12 +286,18 @@ void Gpt<T>::blockBackward(int layer, ActivationArena<T>& arena, T* dhidden) {
   T* g = gradients_.data();
   Workspace<T>& d = workspace_;
   const BlockOffsets& w = layout_.block(layer);
-  BlockActivations<T>& a = arena.block(layer);
   const T* residual = arena.blockInput(layer);
   const LayerNormOffsets norms[] = {w.ln2, w.ln1};
   const LayerNormGradient dln2 = layerNormGradient(w.ln2, 0);
   const LayerNormGradient dln1 = layerNormGradient(w.ln1, 1);
   if (observer_ != nullptr) observer_->beforeBlockBackward(layer);
+  // Under recomputation the block's forward runs again (its parameters are back: ZeRO-3
+  // gathered them above) into the workspace's block, output included, the arena's left as is.
+  BlockActivations<T> a = arena.block(layer);
+  if (recompute_) {
+    a = workspace_.block;
+    computeBlock(layer, arena, a);
+  }
   // dhidden is d(residual3); the residual add passes it unchanged to the MLP branch and to
   // residual2, so it is used in place for both. Under SP the linears read it gathered to
   // all N rows, and the input each column-parallel linear saved sharded, re-gathered.
@@ -338,7 +356,7 @@ template <typename T>
 double Gpt<T>::forward(std::span<const int32_t> inputs, std::span<const int32_t> targets,
                        int batch) {
   requireEveryLayer("forward");
-  if (!arena_) arena_ = std::make_unique<ActivationArena<T>>(layout_, maxBatch_);
+  if (!arena_) arena_ = std::make_unique<ActivationArena<T>>(layout_, maxBatch_, recompute_);
   arena_->setBatch(inputs, targets, batch);
   embeddingForward(*arena_);
   for (int layer = 0; layer < config_.layers; ++layer) blockForward(layer, *arena_);

@@ -50,11 +50,16 @@ class Gpt {
   // bufferElements) elements: data parallelism pads them (with zeros that stay zero) so
   // that shards divide evenly. The model's own arena takes batches of up to maxBatch
   // sequences of config.seq tokens.
-  Gpt(const GptConfig& config, int maxBatch, size_t bufferElements = 0);
+  Gpt(const GptConfig& config, int maxBatch, size_t bufferElements = 0, bool recompute = false);
   // One part of it (a pipeline stage's blocks, a tensor-parallel shard; validatePart()
   // first). A TP shard (tpSize > 1) runs its pieces only once setTensorParallel has given
   // it its group.
-  Gpt(const ParameterLayout& layout, int maxBatch, size_t bufferElements = 0);
+  // recompute: activation recomputation (checkpointing): forward keeps only each block's
+  // output and backward runs the block's forward again before differentiating it, for
+  // about a third more compute and, per micro-batch in flight, one [M, C] per block
+  // instead of all of a block's activations (activations.h).
+  Gpt(const ParameterLayout& layout, int maxBatch, size_t bufferElements = 0,
+      bool recompute = false);
 
   const GptConfig& config() const { return config_; }
   const ParameterLayout& layout() const { return layout_; }
@@ -93,7 +98,10 @@ class Gpt {
   // headBackward writes d(loss)/d(the head's input) into it, blockBackward turns
   // d/d(the block's output) into d/d(its input), embeddingBackward consumes it. Every
   // backward accumulates into the gradients.
-  ActivationArena<T> makeArena(int maxBatch) const { return ActivationArena<T>(layout_, maxBatch); }
+  ActivationArena<T> makeArena(int maxBatch) const {
+    return ActivationArena<T>(layout_, maxBatch, recompute_);
+  }
+  bool recomputes() const { return recompute_; }
   void embeddingForward(ActivationArena<T>& arena);
   void blockForward(int layer, ActivationArena<T>& arena);
   // The mean cross-entropy over the arena's targets.
@@ -125,6 +133,9 @@ class Gpt {
   void requireEveryLayer(const char* what) const;
   // Whether this part is a TP shard (which then has its group).
   bool split() const;
+  // One block's forward from arena.blockInput(layer) into a (blockForward's work, and
+  // backward's rebuild under recomputation); no observer calls.
+  void computeBlock(int layer, const ActivationArena<T>& arena, BlockActivations<T>& a);
   // Whether this part is a TP shard under sequence parallelism.
   bool sequenceParallel() const;
   // The N rows a linear reads, from this rank's M: `local` itself but under sequence
@@ -154,6 +165,7 @@ class Gpt {
   GptConfig config_;
   ParameterLayout layout_;
   int maxBatch_;
+  bool recompute_;
   PageBuffer parameterPages_;
   PageBuffer gradientPages_;
   std::span<T> parameters_;

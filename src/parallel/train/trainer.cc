@@ -26,12 +26,13 @@ ModelPart partOf(const TrainOptions& options, const Mesh& mesh) {
 // shard; a part the mesh cannot give is refused by the constructor, which then builds the
 // whole model in its place), its buffers padded to the DP world size.
 Gpt<float> makeModel(const TrainOptions& options, const Mesh* mesh) {
-  if (mesh == nullptr) return Gpt<float>(options.model, options.batch);
+  if (mesh == nullptr) return Gpt<float>(options.model, options.batch, 0, options.recompute);
   const ModelPart part = partOf(options, *mesh);
   const ParameterLayout layout = validatePart(options.model, part).isOk()
                                      ? ParameterLayout(options.model, part)
                                      : ParameterLayout(options.model);
-  return Gpt<float>(layout, options.batch, paddedBufferSize(layout.totalSize(), mesh->shape().dp));
+  return Gpt<float>(layout, options.batch, paddedBufferSize(layout.totalSize(), mesh->shape().dp),
+                    options.recompute);
 }
 
 }  // namespace

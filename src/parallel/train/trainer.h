@@ -46,6 +46,8 @@ struct TrainOptions {
   DataParallelOptions parallel;  // used when the trainer is given a mesh
   // Under the mesh's tp > 1: shard the residual stream's rows too (model_part.h).
   bool sequenceParallel = false;
+  // Activation recomputation (Gpt's recompute), with or without a mesh.
+  bool recompute = false;
   // Under the mesh's pp > 1: the pipeline schedule over the gradAccum micro-batches.
   ScheduleKind schedule = ScheduleKind::kOneFOneB;
 };
