@@ -82,10 +82,14 @@ int arenasOf(const Trainer& trainer) {
              : pipeline->prediction().peakInFlight[static_cast<size_t>(pipeline->stage())];
 }
 
+// The activation elements this rank holds (docs/TRAINING.md's formulas).
+size_t activationElements(const Trainer& trainer) {
+  return activationElementCount(trainer.model().layout(), trainer.options().batch,
+                                arenasOf(trainer), trainer.options().recompute);
+}
+
 double expectedMiB(const Trainer& trainer) {
-  const double activations =
-      4.0 * static_cast<double>(activationElementCount(trainer.model().layout(),
-                                                       trainer.options().batch, arenasOf(trainer)));
+  const double activations = 4.0 * static_cast<double>(activationElements(trainer));
   const double state = trainer.dataParallel() != nullptr
                            ? trainer.dataParallel()->memoryEstimate().total()
                            : 16.0 * static_cast<double>(trainer.model().layout().totalSize());
@@ -94,9 +98,7 @@ double expectedMiB(const Trainer& trainer) {
 
 std::string memoryBreakdown(const Trainer& trainer) {
   const double mib = 1024.0 * 1024.0;
-  const double activations =
-      4.0 * static_cast<double>(activationElementCount(trainer.model().layout(),
-                                                       trainer.options().batch, arenasOf(trainer)));
+  const double activations = 4.0 * static_cast<double>(activationElements(trainer));
   char text[200];
   if (trainer.dataParallel() != nullptr) {
     const MemoryEstimate e = trainer.dataParallel()->memoryEstimate();
@@ -105,9 +107,7 @@ std::string memoryBreakdown(const Trainer& trainer) {
                   e.parameters / mib, e.gradients / mib, e.optimizer / mib, activations / mib);
   } else {
     std::snprintf(text, sizeof(text), "16 bytes x %zu parameters + 4 bytes x %zu activations",
-                  trainer.model().layout().totalSize(),
-                  activationElementCount(trainer.model().layout(), trainer.options().batch,
-                                         arenasOf(trainer), trainer.options().recompute));
+                  trainer.model().layout().totalSize(), activationElements(trainer));
   }
   return text;
 }
