@@ -83,6 +83,9 @@ class ActivationArena {
   BlockActivations<T>& block(int layer) {
     return blocks_[static_cast<size_t>(layer - firstLayer_)];
   }
+  const BlockActivations<T>& block(int layer) const {
+    return blocks_[static_cast<size_t>(layer - firstLayer_)];
+  }
   const T* blockInput(int layer) const;
   // The last block's output: what the head (or the next stage) reads.
   const T* output() const { return blocks_.empty() ? input_ : blocks_.back().residual3; }

@@ -335,6 +335,188 @@ void Gpt<T>::blockBackward(int layer, ActivationArena<T>& arena, T* dhidden) {
   }
 }
 
+// The split backward's stash, per micro-batch: the head's dlogits [N, Vs] and d(ln_f
+// output) [N, C]; per block d(output) [N, C], d(fch) [N, F], d(ln2 output) [N, C],
+// d(residual2) [N, C], d(qkv) [N, 3C], d(ln1 output) [N, C]; the embeddings' gradient
+// [N, C].
+template <typename T>
+typename Gpt<T>::StashOffsets Gpt<T>::stashOffsets(size_t rows) const {
+  const size_t c = static_cast<size_t>(config_.width);
+  StashOffsets o{};
+  const size_t head = layout_.hasHead() ? rows * static_cast<size_t>(layout_.shard().vocab) : 0;
+  o.logits = 0;
+  o.lnf = head;
+  o.blocks = head + (layout_.hasHead() ? rows * c : 0);
+  o.perBlock = rows * (4 * c + static_cast<size_t>(layout_.shard().hidden) + 3 * c);
+  o.embedding =
+      o.blocks + o.perBlock * static_cast<size_t>(layout_.endLayer() - layout_.firstLayer());
+  o.total = o.embedding + (layout_.hasEmbeddings() ? rows * c : 0);
+  return o;
+}
+
+template <typename T>
+size_t Gpt<T>::weightStashElements(int maxBatch) const {
+  return stashOffsets(static_cast<size_t>(maxBatch) * static_cast<size_t>(config_.seq)).total;
+}
+
+template <typename T>
+void Gpt<T>::requireSplitBackward(const char* what) const {
+  if (layout_.part().tpSize == 1 && !recompute_) return;
+  std::fprintf(stderr,
+               "Gpt::%s: the split backward runs on unsharded parts without "
+               "recomputation\n",
+               what);
+  std::abort();
+}
+
+template <typename T>
+void Gpt<T>::headBackwardInput(ActivationArena<T>& arena, T* dhidden, T lossScale, T* stash) {
+  requireSplitBackward("headBackwardInput");
+  const size_t n = arena.rows();
+  const size_t c = static_cast<size_t>(config_.width);
+  const size_t columns = static_cast<size_t>(layout_.shard().vocab);
+  const StashOffsets o = stashOffsets(n);
+  T* dlogits = stash + o.logits;
+  T* dln = stash + o.lnf;
+  const T* p = parameters_.data();
+  const HeadActivations<T>& h = arena.head();
+  zero(dlogits, n * columns);
+  crossEntropyBackward(dlogits, h.probs, arena.targets(), n, static_cast<size_t>(config_.vocab),
+                       columns, lossScale / static_cast<T>(n));
+  zero(dln, n * c);
+  tiedHeadBackwardInput(dln, dlogits, p + layout_.headWeight(), static_cast<int>(n), config_.width,
+                        layout_.shard().vocab);
+  zero(dhidden, n * c);
+  layerNormBackwardInput(dhidden, dln, arena.output(), p + layout_.lnfWeight(), h.lnfMean,
+                         h.lnfRstd, n, c, workspace_.layerNorm);
+}
+
+template <typename T>
+void Gpt<T>::headBackwardWeight(const ActivationArena<T>& arena, const T* stash) {
+  const size_t n = arena.rows();
+  const size_t c = static_cast<size_t>(config_.width);
+  const StashOffsets o = stashOffsets(n);
+  T* g = gradients_.data();
+  const HeadActivations<T>& h = arena.head();
+  tiedHeadBackwardWeight(g + layout_.headWeight(), stash + o.logits, h.lnf, static_cast<int>(n),
+                         config_.width, layout_.shard().vocab);
+  layerNormBackwardParameters(g + layout_.lnfWeight(), g + layout_.lnfBias(), stash + o.lnf,
+                              arena.output(), h.lnfMean, h.lnfRstd, n, c);
+  if (observer_ != nullptr) observer_->gradientsFinalFrom(layout_.lnfWeight());
+}
+
+namespace {
+
+// The stash of one block: d(output), d(fch), d(ln2 output), d(residual2), d(qkv), d(ln1
+// output), in that order.
+template <typename T>
+struct BlockStash {
+  T* output;
+  T* fch;
+  T* ln2;
+  T* residual2;
+  T* qkv;
+  T* ln1;
+};
+
+template <typename T>
+BlockStash<T> blockStash(T* base, size_t rows, size_t width, size_t hidden) {
+  BlockStash<T> s{};
+  s.output = base;
+  s.fch = s.output + rows * width;
+  s.ln2 = s.fch + rows * hidden;
+  s.residual2 = s.ln2 + rows * width;
+  s.qkv = s.residual2 + rows * width;
+  s.ln1 = s.qkv + rows * 3 * width;
+  return s;
+}
+
+}  // namespace
+
+template <typename T>
+void Gpt<T>::blockBackwardInput(int layer, ActivationArena<T>& arena, T* dhidden, T* stash) {
+  requireSplitBackward("blockBackwardInput");
+  const int rows = static_cast<int>(arena.rows());
+  const size_t n = arena.rows();
+  const int width = config_.width;
+  const size_t c = static_cast<size_t>(width);
+  const ShardDimensions& shard = layout_.shard();
+  const size_t hidden = static_cast<size_t>(shard.hidden);
+  const AttentionShape shape{arena.batch(), config_.seq, shard.width, shard.heads};
+  const T* p = parameters_.data();
+  Workspace<T>& d = workspace_;
+  const BlockOffsets& w = layout_.block(layer);
+  const BlockActivations<T>& a = arena.block(layer);
+  const StashOffsets o = stashOffsets(n);
+  const BlockStash<T> s =
+      blockStash(stash + o.blocks + o.perBlock * static_cast<size_t>(layer - layout_.firstLayer()),
+                 n, c, hidden);
+  if (observer_ != nullptr) observer_->beforeBlockBackward(layer);
+  std::copy(dhidden, dhidden + n * c, s.output);
+  zero(d.dfchGelu, n * hidden);
+  matmulBackwardInput(d.dfchGelu, s.output, p + w.mlp.projection.weight, rows, shard.hidden, width);
+  zero(s.fch, n * hidden);
+  geluBackward(s.fch, a.fch, d.dfchGelu, n * hidden);
+  zero(s.ln2, n * c);
+  matmulBackwardInput(s.ln2, s.fch, p + w.mlp.fc.weight, rows, width, shard.hidden);
+  layerNormBackwardInput(dhidden, s.ln2, a.residual2, p + w.ln2.weight, a.ln2Mean, a.ln2Rstd, n, c,
+                         d.layerNorm);
+  std::copy(dhidden, dhidden + n * c, s.residual2);
+  zero(d.datty, n * static_cast<size_t>(shard.width));
+  matmulBackwardInput(d.datty, s.residual2, p + w.attention.projection.weight, rows, shard.width,
+                      width);
+  zero(s.qkv, n * 3 * static_cast<size_t>(shard.width));
+  attentionBackward(s.qkv, d.datty, a.qkv, a.att, shape, d.dscores);
+  zero(s.ln1, n * c);
+  matmulBackwardInput(s.ln1, s.qkv, p + w.attention.qkv.weight, rows, width, 3 * shard.width);
+  layerNormBackwardInput(dhidden, s.ln1, arena.blockInput(layer), p + w.ln1.weight, a.ln1Mean,
+                         a.ln1Rstd, n, c, d.layerNorm);
+  if (observer_ != nullptr) observer_->afterBlockBackward(layer);
+}
+
+template <typename T>
+void Gpt<T>::blockBackwardWeight(int layer, const ActivationArena<T>& arena, const T* stash) {
+  const int rows = static_cast<int>(arena.rows());
+  const size_t n = arena.rows();
+  const int width = config_.width;
+  const size_t c = static_cast<size_t>(width);
+  const ShardDimensions& shard = layout_.shard();
+  T* g = gradients_.data();
+  const BlockOffsets& w = layout_.block(layer);
+  const BlockActivations<T>& a = arena.block(layer);
+  const StashOffsets o = stashOffsets(n);
+  const BlockStash<const T> s =
+      blockStash(stash + o.blocks + o.perBlock * static_cast<size_t>(layer - layout_.firstLayer()),
+                 n, c, static_cast<size_t>(shard.hidden));
+  // Each tensor's gradient gets this micro-batch's one contribution, as in blockBackward.
+  matmulBackwardWeight(g + w.mlp.projection.weight, s.output, a.fchGelu, rows, shard.hidden, width);
+  biasBackward(g + w.mlp.projection.bias, s.output, rows, width);
+  matmulBackwardWeight(g + w.mlp.fc.weight, s.fch, a.ln2, rows, width, shard.hidden);
+  biasBackward(g + w.mlp.fc.bias, s.fch, rows, shard.hidden);
+  layerNormBackwardParameters(g + w.ln2.weight, g + w.ln2.bias, s.ln2, a.residual2, a.ln2Mean,
+                              a.ln2Rstd, n, c);
+  matmulBackwardWeight(g + w.attention.projection.weight, s.residual2, a.atty, rows, shard.width,
+                       width);
+  biasBackward(g + w.attention.projection.bias, s.residual2, rows, width);
+  matmulBackwardWeight(g + w.attention.qkv.weight, s.qkv, a.ln1, rows, width, 3 * shard.width);
+  biasBackward(g + w.attention.qkv.bias, s.qkv, rows, 3 * shard.width);
+  layerNormBackwardParameters(g + w.ln1.weight, g + w.ln1.bias, s.ln1, arena.blockInput(layer),
+                              a.ln1Mean, a.ln1Rstd, n, c);
+  if (observer_ != nullptr) observer_->gradientsFinalFrom(layout_.blockBegin(layer));
+}
+
+template <typename T>
+void Gpt<T>::embeddingBackwardInput(const ActivationArena<T>& arena, const T* dhidden, T* stash) {
+  const size_t n = arena.rows();
+  std::copy(dhidden, dhidden + n * static_cast<size_t>(config_.width),
+            stash + stashOffsets(n).embedding);
+}
+
+template <typename T>
+void Gpt<T>::embeddingBackwardWeight(const ActivationArena<T>& arena, const T* stash) {
+  embeddingBackward(arena, stash + stashOffsets(arena.rows()).embedding);
+}
+
 template <typename T>
 void Gpt<T>::embeddingBackward(const ActivationArena<T>& arena, const T* dhidden) {
   T* g = gradients_.data();

@@ -110,6 +110,22 @@ class Gpt {
   void headBackward(ActivationArena<T>& arena, T* dhidden, T lossScale);
   void blockBackward(int layer, ActivationArena<T>& arena, T* dhidden);
   void embeddingBackward(const ActivationArena<T>& arena, const T* dhidden);
+  // The backward split in two (a zero-bubble pipeline's B and W; whole parts and pipeline
+  // stages, not TP shards, not with recomputation): B produces d(the piece's input) and
+  // saves in `stash` the gradients each linear and LayerNorm saw at its output; W turns them
+  // into the weights' gradients, accumulating them in the same order as the whole backward
+  // (bit for bit the same) and telling the observer when they are final. stash holds
+  // weightStashElements(rows) per micro-batch, written by B and read by W of the same
+  // micro-batch; the first stage's B also saves the embeddings' gradient there for its W.
+  size_t weightStashElements(int maxBatch) const;
+  void headBackwardInput(ActivationArena<T>& arena, T* dhidden, T lossScale, T* stash);
+  void headBackwardWeight(const ActivationArena<T>& arena, const T* stash);
+  void blockBackwardInput(int layer, ActivationArena<T>& arena, T* dhidden, T* stash);
+  void blockBackwardWeight(int layer, const ActivationArena<T>& arena, const T* stash);
+  // Saves d(embeddings' output) for the W.
+  void embeddingBackwardInput(const ActivationArena<T>& arena, const T* dhidden, T* stash);
+  void embeddingBackwardWeight(const ActivationArena<T>& arena, const T* stash);
+
   // A [M, C] buffer for the hidden-state gradient (the workspace's), for callers that
   // have no buffer of their own.
   T* hiddenGradient() { return workspace_.dhidden; }
@@ -133,6 +149,14 @@ class Gpt {
   void requireEveryLayer(const char* what) const;
   // Whether this part is a TP shard (which then has its group).
   bool split() const;
+  // Where B leaves what W reads (weightStashElements' layout): the head's, each block's, the
+  // embeddings'.
+  struct StashOffsets {
+    size_t logits, lnf, blocks, perBlock, embedding, total;
+  };
+  StashOffsets stashOffsets(size_t rows) const;
+  // The aborts of a split backward on a part it does not support.
+  void requireSplitBackward(const char* what) const;
   // One block's forward from arena.blockInput(layer) into a (blockForward's work, and
   // backward's rebuild under recomputation); no observer calls.
   void computeBlock(int layer, const ActivationArena<T>& arena, BlockActivations<T>& a);

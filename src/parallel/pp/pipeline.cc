@@ -12,12 +12,17 @@ namespace cc::parallel {
 
 namespace {
 
-// The last compute on the stage that finishes a micro-batch's gradients: the step's
-// communicating backward.
+// Whether a compute accumulates weight gradients (a whole backward or a W).
+bool accumulates(const Action& action) {
+  return action.kind == Action::Kind::kCompute &&
+         (action.work == Work::kBackward || action.work == Work::kBackwardWeight);
+}
+
+// The last compute on the stage that accumulates gradients: the step's communicating one.
 size_t lastBackward(const std::vector<Action>& actions) {
   size_t last = actions.size();
   for (size_t i = 0; i < actions.size(); ++i) {
-    if (actions[i].kind == Action::Kind::kCompute && actions[i].work != Work::kForward) last = i;
+    if (accumulates(actions[i])) last = i;
   }
   return last;
 }
@@ -28,13 +33,17 @@ Result<std::unique_ptr<PipelineStage>> PipelineStage::create(ccComm_t world, ccC
                                                              Gpt<float>& model, const Plan& plan,
                                                              int microBatchRows,
                                                              GptObserver* inner) {
-  if (plan.shape.chunks > 1 || plan.kind == ScheduleKind::kZeroBubbleH1) {
+  if (plan.shape.chunks > 1) {
     return invalidArgument(std::string("pipeline: schedule ") + scheduleName(plan.kind) +
                            " is planned and simulated (cc-train --pp-plan draws it) but the "
-                           "executor does not run it yet: it needs " +
-                           (plan.shape.chunks > 1 ? "several model chunks per stage"
-                                                  : "the backward split into B and W") +
-                           "; use gpipe or 1f1b");
+                           "executor does not run it yet: it needs several model chunks per "
+                           "stage; use gpipe, 1f1b or zb-h1");
+  }
+  const bool split = plan.kind == ScheduleKind::kZeroBubbleH1;
+  if (split && (model.layout().part().tpSize > 1 || model.recomputes())) {
+    return invalidArgument(
+        "pipeline: zb-h1 splits the backward into B and W, which runs on unsharded stages "
+        "without recomputation only so far: drop --tp or --recompute, or use 1f1b");
   }
   int stage = 0, stages = 0;
   CC_TRY(ccCall(ccCommUserRank(pp, &stage), pp, "pp: ccCommUserRank"));
@@ -64,6 +73,7 @@ Result<std::unique_ptr<PipelineStage>> PipelineStage::create(ccComm_t world, ccC
   for (int slot = 0; slot < slots; ++slot) {
     created->arenas_.push_back(model.makeArena(microBatchRows));
     created->gradients_.emplace_back(created->hiddenCount());
+    if (split) created->stashes_.emplace_back(model.weightStashElements(microBatchRows));
     created->freeSlots_.push_back(slots - 1 - slot);
   }
   created->lastSend_.assign(static_cast<size_t>(slots), 0);
@@ -202,6 +212,22 @@ Result<double> PipelineStage::runStep(const StepHooks& hooks, float lossScale) {
       if (firstStage()) model_.embeddingForward(arena);
       for (int layer = first; layer < end; ++layer) model_.blockForward(layer, arena);
       if (lastStage()) lossSum += model_.headForward(arena);
+    } else if (action.work == Work::kBackwardWeight) {
+      float* stash = stashes_[static_cast<size_t>(slot)].data();
+      const bool communicates = index == communicating;
+      CC_TRY(hooks.beginBackward(communicates));
+      if (lastStage()) model_.headBackwardWeight(arena, stash);
+      for (int layer = end - 1; layer >= first; --layer)
+        model_.blockBackwardWeight(layer, arena, stash);
+      if (firstStage()) model_.embeddingBackwardWeight(arena, stash);
+      if (!communicates) CC_TRY(hooks.endBackward());
+    } else if (action.work == Work::kBackwardInput) {
+      CC_TRY(lastStage() ? waitForSends(slot) : waitForTransfers());
+      float* stash = stashes_[static_cast<size_t>(slot)].data();
+      if (lastStage()) model_.headBackwardInput(arena, gradient, lossScale, stash);
+      for (int layer = end - 1; layer >= first; --layer)
+        model_.blockBackwardInput(layer, arena, gradient, stash);
+      if (firstStage()) model_.embeddingBackwardInput(arena, gradient, stash);
     } else {
       CC_TRY(lastStage() ? waitForSends(slot) : waitForTransfers());
       const bool communicates = index == communicating;
@@ -213,7 +239,7 @@ Result<double> PipelineStage::runStep(const StepHooks& hooks, float lossScale) {
       if (!communicates) CC_TRY(hooks.endBackward());
     }
     CC_TRY(hooks.afterCompute());
-    if (action.work != Work::kForward) finished_.push_back(action.microBatch);
+    if (accumulates(action)) finished_.push_back(action.microBatch);
   }
   releaseFinishedSlots();
   CC_TRY(waitForTransfers());

@@ -7,8 +7,9 @@
 //   received data first waits for the stream; simulate.h checked, before the first step,
 //   that no plan order can deadlock so, whatever the transport buffers.
 // - Each micro-batch in flight has an activation arena and a hidden-state gradient buffer
-//   (a slot), as many as the plan ever holds at once on this stage (1F1B: P - s, GPipe: M);
-//   a slot whose last send may still be queued is waited for before it is written again.
+//   (a slot; zb-h1 adds what its B leaves its W), as many as the plan ever holds at once on
+//   this stage (1F1B: P - s, GPipe: M, zb-h1: P); a slot whose last send may still be queued
+//   is waited for before it is written again.
 // - The tied embedding: the first stage's wte and the last stage's copy (at offset 0 of
 //   both buffers) each get half of the gradient; after the plan, the two stages exchange
 //   theirs and both add, so both hold the sum (a + b = b + a: the same bits on both). As the
@@ -36,7 +37,7 @@ class PipelineStage final : public GptObserver {
   // --grad-accum or --schedule anywhere is an error everywhere); pp: the mesh's pipeline
   // communicator (its rank is the stage). The model is this stage's part and must outlive
   // the stage; inner is the observer behind this one (data parallelism; may be null).
-  // Refuses plans it cannot run yet (interleaved's chunks, zb-h1's split backward).
+  // Refuses plans it cannot run yet (interleaved's chunks; zb-h1 with TP or recomputation).
   static Result<std::unique_ptr<PipelineStage>> create(ccComm_t world, ccComm_t pp,
                                                        Gpt<float>& model, const Plan& plan,
                                                        int microBatchRows, GptObserver* inner);
@@ -98,7 +99,8 @@ class PipelineStage final : public GptObserver {
   ccStream_t stream_ = nullptr;
   std::vector<ActivationArena<float>> arenas_;
   std::vector<std::vector<float>> gradients_;
-  std::vector<int> slotOf_;  // per micro-batch, -1 when none
+  std::vector<std::vector<float>> stashes_;  // zb-h1: what each slot's B leaves its W
+  std::vector<int> slotOf_;                  // per micro-batch, -1 when none
   std::vector<int> freeSlots_;
   std::vector<int> finished_;          // micro-batches whose slots free at the next compute
   std::vector<uint64_t> lastSend_;     // per slot: the group that last sent from it

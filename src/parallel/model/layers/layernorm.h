@@ -29,6 +29,49 @@ void layerNormForward(T* out, T* mean, T* rstd, const T* inp, const T* weight, c
   }
 }
 
+// Its weight's and bias's half alone (a zero-bubble pipeline's W): the same sums, row by
+// row, as layerNormBackward's.
+template <typename T>
+void layerNormBackwardParameters(T* dweight, T* dbias, const T* dout, const T* inp, const T* mean,
+                                 const T* rstd, size_t rows, size_t width) {
+  for (size_t r = 0; r < rows; ++r) {
+    const T* x = inp + r * width;
+    const T* dy = dout + r * width;
+    const T rowMean = mean[r];
+    const T rowRstd = rstd[r];
+    for (size_t i = 0; i < width; ++i) {
+      const T norm = (x[i] - rowMean) * rowRstd;
+      dbias[i] += dy[i];
+      dweight[i] += norm * dy[i];
+    }
+  }
+}
+
+// The input's half alone (a zero-bubble pipeline's B); dinp as layerNormBackward's.
+template <typename T>
+void layerNormBackwardInput(T* dinp, const T* dout, const T* inp, const T* weight, const T* mean,
+                            const T* rstd, size_t rows, size_t width, T* scratch) {
+  T* norm = scratch;
+  T* dnorm = scratch + width;
+  const T inverseWidth = T(1) / static_cast<T>(width);
+  for (size_t r = 0; r < rows; ++r) {
+    const T* x = inp + r * width;
+    const T* dy = dout + r * width;
+    T* dx = dinp + r * width;
+    const T rowMean = mean[r];
+    const T rowRstd = rstd[r];
+    for (size_t i = 0; i < width; ++i) {
+      norm[i] = (x[i] - rowMean) * rowRstd;
+      dnorm[i] = weight[i] * dy[i];
+    }
+    const T dnormMean = sumOf(dnorm, width) * inverseWidth;
+    const T dnormNormMean = dotOf(dnorm, norm, width) * inverseWidth;
+    for (size_t i = 0; i < width; ++i) {
+      dx[i] += (dnorm[i] - dnormMean - norm[i] * dnormNormMean) * rowRstd;
+    }
+  }
+}
+
 // Accumulates into dinp, dweight and dbias. `scratch` holds 2*width elements.
 template <typename T>
 void layerNormBackward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,

@@ -48,14 +48,31 @@ void linearForward(T* out, const T* inp, const T* weight, const T* bias, int row
   matmulForward(out, inp, weight, rows, inWidth, outWidth, bias != nullptr);
 }
 
+// The backward of a linear in its two halves, which a zero-bubble pipeline runs apart: the
+// input's gradient (what the previous layer waits for) and the weight's (what nobody waits
+// for). Each is one GEMM, the same one whether the halves run together or not.
+// Accumulates dinp += dout @ weight^T.
+template <typename T>
+void matmulBackwardInput(T* dinp, const T* dout, const T* weight, int rows, int inWidth,
+                         int outWidth) {
+  gemm(Op::kNone, Op::kTranspose, rows, inWidth, outWidth, T(1), dout, outWidth, weight, outWidth,
+       T(1), dinp, inWidth);
+}
+
+// Accumulates dweight += inp^T @ dout.
+template <typename T>
+void matmulBackwardWeight(T* dweight, const T* dout, const T* inp, int rows, int inWidth,
+                          int outWidth) {
+  gemm(Op::kTranspose, Op::kNone, inWidth, outWidth, rows, T(1), inp, inWidth, dout, outWidth, T(1),
+       dweight, outWidth);
+}
+
 // Accumulates dinp += dout @ weight^T and dweight += inp^T @ dout.
 template <typename T>
 void matmulBackward(T* dinp, T* dweight, const T* dout, const T* inp, const T* weight, int rows,
                     int inWidth, int outWidth) {
-  gemm(Op::kNone, Op::kTranspose, rows, inWidth, outWidth, T(1), dout, outWidth, weight, outWidth,
-       T(1), dinp, inWidth);
-  gemm(Op::kTranspose, Op::kNone, inWidth, outWidth, rows, T(1), inp, inWidth, dout, outWidth, T(1),
-       dweight, outWidth);
+  matmulBackwardInput(dinp, dout, weight, rows, inWidth, outWidth);
+  matmulBackwardWeight(dweight, dout, inp, rows, inWidth, outWidth);
 }
 
 // Accumulates dbias += the column sums of dout[rows, width].
@@ -82,14 +99,28 @@ void tiedHeadForward(T* logits, const T* inp, const T* wte, int rows, int width,
        vocab);
 }
 
+// Accumulates dinp += dlogits @ wte.
+template <typename T>
+void tiedHeadBackwardInput(T* dinp, const T* dlogits, const T* wte, int rows, int width,
+                           int vocab) {
+  gemm(Op::kNone, Op::kNone, rows, width, vocab, T(1), dlogits, vocab, wte, width, T(1), dinp,
+       width);
+}
+
+// Accumulates dwte += dlogits^T @ inp.
+template <typename T>
+void tiedHeadBackwardWeight(T* dwte, const T* dlogits, const T* inp, int rows, int width,
+                            int vocab) {
+  gemm(Op::kTranspose, Op::kNone, vocab, width, rows, T(1), dlogits, vocab, inp, width, T(1), dwte,
+       width);
+}
+
 // Accumulates dinp += dlogits @ wte and dwte += dlogits^T @ inp.
 template <typename T>
 void tiedHeadBackward(T* dinp, T* dwte, const T* dlogits, const T* inp, const T* wte, int rows,
                       int width, int vocab) {
-  gemm(Op::kNone, Op::kNone, rows, width, vocab, T(1), dlogits, vocab, wte, width, T(1), dinp,
-       width);
-  gemm(Op::kTranspose, Op::kNone, vocab, width, rows, T(1), dlogits, vocab, inp, width, T(1), dwte,
-       width);
+  tiedHeadBackwardInput(dinp, dlogits, wte, rows, width, vocab);
+  tiedHeadBackwardWeight(dwte, dlogits, inp, rows, width, vocab);
 }
 
 }  // namespace cc::parallel::layers
