@@ -55,3 +55,7 @@ mpirun --oversubscribe -np 2 build/bin/cc-train --dp 2 --zero 1 --bucket-mb 2 --
 echo
 echo "=== 6. mpirun -np 2 cc-train --tp 2 --sp: tensor and sequence parallel, the same model split across 2 ranks"
 mpirun --oversubscribe -np 2 build/bin/cc-train --tp 2 --sp --steps 30 --warmup 5 --print-every 10
+
+echo
+echo "=== 7. mpirun -np 2 cc-train --pp 2 --schedule zb-h1: a 2-stage pipeline over 8 micro-batches of 1 row"
+mpirun --oversubscribe -np 2 build/bin/cc-train --pp 2 --schedule zb-h1 --batch 1 --grad-accum 8 --steps 30 --warmup 5 --print-every 10

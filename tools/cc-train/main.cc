@@ -82,10 +82,17 @@ int arenasOf(const Trainer& trainer) {
              : pipeline->prediction().peakInFlight[static_cast<size_t>(pipeline->stage())];
 }
 
-// The activation elements this rank holds (docs/TRAINING.md's formulas).
+// The activation elements this rank holds (docs/TRAINING.md's formulas), with what a
+// zb-h1 stage's Bs leave its Ws per micro-batch in flight.
 size_t activationElements(const Trainer& trainer) {
+  const size_t stash =
+      trainer.pipeline() != nullptr && trainer.options().schedule == ScheduleKind::kZeroBubbleH1
+          ? static_cast<size_t>(arenasOf(trainer)) *
+                trainer.model().weightStashElements(trainer.options().batch)
+          : 0;
   return activationElementCount(trainer.model().layout(), trainer.options().batch,
-                                arenasOf(trainer), trainer.options().recompute);
+                                arenasOf(trainer), trainer.options().recompute) +
+         stash;
 }
 
 double expectedMiB(const Trainer& trainer) {
