@@ -7,8 +7,8 @@
 //   interleaved's is below 1F1B's and zb-h1's idle time at most half of it;
 // - 1F1B holds at most P - s micro-batches on stage s where GPipe holds M, and zb-h1 no more
 //   than 1F1B's peak;
-// - plans that deadlock, lose a backward or send what was never computed are refused with a
-//   message that says so.
+// - plans that deadlock, lose a backward, send what was never computed or receive a pair's
+//   messages in another order than they were sent are refused with a message that says so.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -150,6 +150,19 @@ TEST(PipelinePlan, BrokenPlansAreRefusedSayingWhy) {
   ASSERT_FALSE(unfinished.isOk());
   EXPECT_NE(unfinished.status().message().find("never finishes micro-batch 1"), std::string::npos)
       << unfinished.status().message();
+
+  // Stage 1 takes both activations in one group, the second first: cc would hand it
+  // micro-batch 0's data as micro-batch 1's.
+  Plan swapped = planOf(ScheduleKind::kGPipe, {2, 2, 1});
+  std::vector<Action>& last = swapped.stages[1];
+  ASSERT_EQ(describe(last[0]), "{receive activation 0 from stage 0}");
+  ASSERT_EQ(describe(last[2]), "{receive activation 1 from stage 0}");
+  last[0].transfers.insert(last[0].transfers.begin(), last[2].transfers.front());
+  last.erase(last.begin() + 2);
+  const auto reordered = simulate(swapped);
+  ASSERT_FALSE(reordered.isOk());
+  EXPECT_NE(reordered.status().message().find("in another order"), std::string::npos)
+      << reordered.status().message();
 
   Plan early = good;
   // Stage 0 sends micro-batch 0's activation before computing it.

@@ -145,7 +145,7 @@ std::unique_ptr<BatchSource> evalSourceFor(const Options& options, const BatchSh
 // and simulated (a stage's forward, B and W each cost 1, split over its chunks), drawn, and
 // its predicted bubble.
 int drawPlan(const Options& options) {
-  const PipelineShape shape{options.pp, options.train.gradAccum, options.virtualStages};
+  const PipelineShape shape{options.pp, options.train.gradAccum, options.train.virtualStages};
   auto plan = makePlan(options.train.schedule, shape);
   if (!plan.isOk()) return fail(plan.status());
   // A chunk of an interleaved stage does 1/V of its work.

@@ -64,7 +64,7 @@ parallel:  --dp N (1) --tp N (1; heads and the padded vocab divisible by it) --p
            --sp (sequence parallelism over the TP group; --tp divides --seq)
 pipeline:  --schedule gpipe|1f1b|interleaved|zb-h1 (1f1b) over --grad-accum micro-batches
            --virtual-stages V (interleaved) --pp-plan FILE.svg (draw the plan with its
-           predicted bubble and exit; gpipe and 1f1b run, the others are planned only)
+           predicted bubble and exit; gpipe, 1f1b and zb-h1 run, interleaved is planned only)
 )";
 }
 
@@ -146,7 +146,7 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
       {"--tp", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 16, &options.tp); }},
       {"--pp", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 16, &options.pp); }},
       {"--virtual-stages",
-       [&](auto& f, auto& v) { return parseInteger(f, v, 1, 64, &options.virtualStages); }},
+       [&](auto& f, auto& v) { return parseInteger(f, v, 1, 64, &train.virtualStages); }},
       {"--schedule",
        [&](auto& f, auto& v) -> Status {
          auto kind = parseSchedule(v);

@@ -28,7 +28,6 @@ struct Options {
   int dp = 1;               // --dp: data-parallel ranks
   int tp = 1;               // --tp: tensor-parallel ranks (dp x pp x tp = the launcher's world)
   int pp = 1;               // --pp: pipeline stages
-  int virtualStages = 1;    // --virtual-stages: model chunks per stage (interleaved)
   std::string planPath;     // --pp-plan: draw the pipeline plan as an SVG, then exit
   float bucketMiB = 25.0f;  // --bucket-mb (train.parallel.bucketBytes)
   bool help = false;

@@ -28,6 +28,10 @@ Result<std::vector<int>> check(const Plan& plan) {
   std::vector<int> peaks;
   // (sender, receiver, gradient, micro-batch, sender's chunk) -> sends minus receives
   std::map<std::tuple<int, int, bool, int, int>, int> unmatched;
+  // Per (sender, receiver): the transfers in the sender's order and in the receiver's. cc
+  // matches a pair's messages first in, first out, without tags, so the two must agree.
+  using Message = std::tuple<bool, int, int>;  // gradient, micro-batch, sender's chunk
+  std::map<std::pair<int, int>, std::vector<Message>> sent, received;
   for (int stage = 0; stage < shape.stages; ++stage) {
     std::vector<ChunkState> states(static_cast<size_t>(shape.microBatches * shape.chunks));
     int inFlight = 0, peak = 0;
@@ -94,6 +98,8 @@ Result<std::vector<int>> check(const Plan& plan) {
         const int receiver = t.send ? t.peer : stage;
         const int senderChunk = t.send ? t.chunk : t.peerChunk;
         unmatched[{sender, receiver, t.gradient, t.microBatch, senderChunk}] += t.send ? 1 : -1;
+        (t.send ? sent : received)[{sender, receiver}].push_back(
+            {t.gradient, t.microBatch, senderChunk});
       }
     }
     for (int microBatch = 0; microBatch < shape.microBatches; ++microBatch) {
@@ -114,6 +120,14 @@ Result<std::vector<int>> check(const Plan& plan) {
                              " of micro-batch " + std::to_string(std::get<3>(key)) +
                              " from stage " + std::to_string(std::get<0>(key)) + " to stage " +
                              std::to_string(std::get<1>(key)) + " has no counterpart");
+    }
+  }
+  for (const auto& [pair, messages] : sent) {
+    if (received[pair] != messages) {
+      return invalidArgument("pipeline plan: stage " + std::to_string(pair.second) +
+                             " receives what stage " + std::to_string(pair.first) +
+                             " sends it in another order (cc matches a pair's messages in "
+                             "order, without tags)");
     }
   }
   return peaks;

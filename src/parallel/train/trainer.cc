@@ -93,7 +93,8 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
       targets_(inputs_.size()) {
   mesh_ = mesh;
   if (mesh == nullptr || mesh->shape().pp == 1 || !status_.isOk()) return;
-  auto plan = makePlan(options.schedule, PipelineShape{mesh->shape().pp, options.gradAccum, 1});
+  auto plan = makePlan(options.schedule,
+                       PipelineShape{mesh->shape().pp, options.gradAccum, options.virtualStages});
   if (!plan.isOk()) {
     status_ = plan.status();
     return;

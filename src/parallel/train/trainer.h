@@ -50,6 +50,7 @@ struct TrainOptions {
   bool recompute = false;
   // Under the mesh's pp > 1: the pipeline schedule over the gradAccum micro-batches.
   ScheduleKind schedule = ScheduleKind::kOneFOneB;
+  int virtualStages = 1;  // model chunks per stage (interleaved)
 };
 
 struct StepResult {
