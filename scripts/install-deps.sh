@@ -13,6 +13,7 @@ packages=(
   clang-format                               # test.sh refuses unformatted sources
   libopenblas-dev                            # GEMMs of the reference model
   nlohmann-json3-dev                         # safetensors headers of the model checkpoints
+  libyaml-cpp-dev                            # cc-train --config files
   libhwloc-dev libibverbs-dev                # topology discovery: cores, caches, NUMA, NICs
   libucx-dev                                 # the UCX transport
 )

@@ -79,6 +79,79 @@ TEST_F(CcTrainCli, BadFlagsAreClearErrors) {
   EXPECT_NE(help.output.find("--save-every"), std::string::npos);
 }
 
+// --config: the file's settings are the flags'; the command line's flags override them; the
+// same run from a YAML file and from its JSON twin logs the same losses as from the flags.
+TEST_F(CcTrainCli, ConfigFileSetsWhatTheFlagsSetAndFlagsOverrideIt) {
+  {
+    std::ofstream yaml(file("run.yaml"));
+    yaml << "# a DeepSpeed-style run description\n"
+            "parallel_config: {data_parallel: 1, tensor_parallel: 1, pipeline_parallel: 1,\n"
+            "                  expert_parallel: 1, sequence_parallel: false}\n"
+            "zero_config: {stage: 0, overlap: true}\n"
+            "model: {layers: 1, heads: 2, width: 16, seq: 8}\n"
+            "batch: {micro_batch_size: 2, grad_accum: 2}\n"
+            "optimizer: {lr: 0.01, warmup: 1, weight_decay: 0.05, clip: 0.5}\n"
+            "training: {steps: 3, seed: 9, recompute: true}\n";
+    std::ofstream json(file("run.json"));
+    json << R"({"model": {"layers": 1, "heads": 2, "width": 16, "seq": 8},
+               "batch": {"micro_batch_size": 2, "grad_accum": 2},
+               "optimizer": {"lr": 0.01, "warmup": 1, "weight_decay": 0.05, "clip": 0.5},
+               "training": {"steps": 3, "seed": 9, "recompute": true}})";
+  }
+  const std::string flags = std::string(kTiny) +
+                            " --grad-accum 2 --lr 0.01 --warmup 1 --weight-decay 0.05 --clip 0.5 "
+                            "--steps 3 --seed 9 --recompute --print-every 1";
+  const Outcome fromFlags = runTrain(flags);
+  const Outcome fromYaml = runTrain("--config " + file("run.yaml") + " --print-every 1");
+  const Outcome fromJson = runTrain("--config " + file("run.json") + " --print-every 1");
+  ASSERT_EQ(fromFlags.exitCode, 0) << fromFlags.output;
+  ASSERT_EQ(fromYaml.exitCode, 0) << fromYaml.output;
+  ASSERT_EQ(fromJson.exitCode, 0) << fromJson.output;
+  auto losses = [](const std::string& output) {
+    std::string lines;
+    for (size_t at = output.find("step "); at != std::string::npos;
+         at = output.find("step ", at + 1))
+      lines += output.substr(at, output.find(" lr ", at) - at) + "\n";
+    return lines;
+  };
+  EXPECT_NE(losses(fromFlags.output).find("step 3/3 loss"), std::string::npos) << fromFlags.output;
+  EXPECT_EQ(losses(fromYaml.output), losses(fromFlags.output));
+  EXPECT_EQ(losses(fromJson.output), losses(fromFlags.output));
+  const Outcome overridden =
+      runTrain("--config " + file("run.yaml") + " --layers 2 --steps 1 --print-every 1");
+  ASSERT_EQ(overridden.exitCode, 0) << overridden.output;
+  EXPECT_NE(overridden.output.find("L=2 H=2 C=16 T=8"), std::string::npos) << overridden.output;
+  EXPECT_NE(overridden.output.find("step 1/1 loss"), std::string::npos) << overridden.output;
+}
+
+TEST_F(CcTrainCli, BadConfigFilesAreClearErrorsNamingTheKey) {
+  struct Case {
+    std::string text, message;
+  } cases[] = {
+      {"model: {layer: 2}\n", "unknown key model.layer (model takes heads, layers, seq, vocab"},
+      {"modle: {layers: 2}\n", "unknown key modle (the sections are batch"},
+      {"model: [1, 2]\n", "model is not a map"},
+      {"model: {layers: [1]}\n", "model.layers is not a single value"},
+      {"model: {layers: zero}\n", "model.layers: --layers: \"zero\" is not an integer"},
+      {"training: {recompute: maybe}\n", "training.recompute: \"maybe\" is not true or false"},
+      {"parallel_config: {expert_parallel: 2}\n", "expert parallelism is not built yet"},
+      {"zero_config: {stage: 4}\n", "zero_config.stage: --zero: 4 is not in [0, 3]"},
+      {"a: b: c\n", "yaml-cpp: error at line 1"},
+  };
+  for (const Case& c : cases) {
+    {
+      std::ofstream out(file("bad.yaml"));
+      out << c.text;
+    }
+    const Outcome outcome = runTrain("--config " + file("bad.yaml"));
+    EXPECT_NE(outcome.exitCode, 0) << c.text;
+    EXPECT_NE(outcome.output.find(c.message), std::string::npos)
+        << c.text << " -> " << outcome.output;
+  }
+  const Outcome missing = runTrain("--config " + file("absent.yaml"));
+  EXPECT_NE(missing.output.find("--config: cannot open"), std::string::npos) << missing.output;
+}
+
 TEST_F(CcTrainCli, FreshModelSaveThenEval) {
   {
     std::ofstream text(file("text.txt"));

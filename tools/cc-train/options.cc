@@ -5,6 +5,8 @@
 #include <functional>
 #include <map>
 
+#include "config_file.h"
+
 namespace cc::parallel::train_tool {
 namespace {
 
@@ -62,6 +64,8 @@ parallel:  --dp N (1) --tp N (1; heads and the padded vocab divisible by it) --p
            with --pp) --bucket-mb X (25)
            --no-overlap (reduce gradients after backward instead of during it)
            --sp (sequence parallelism over the TP group; --tp divides --seq)
+config:    --config FILE (YAML or JSON: parallel_config, zero_config, model, batch, optimizer,
+           training; docs/TRAINING.md; flags given as well override the file)
 pipeline:  --schedule gpipe|1f1b|interleaved|zb-h1 (1f1b) over --grad-accum micro-batches
            --virtual-stages V (interleaved) --pp-plan FILE.svg (draw the plan with its
            predicted bubble and exit; gpipe, 1f1b and zb-h1 run, interleaved is planned only)
@@ -164,35 +168,58 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
       {"--bucket-mb",
        [&](auto& f, auto& v) { return parseFloat(f, v, 1e-3f, 1e5f, &options.bucketMiB); }},
   };
+  // Flags that take no value.
+  const std::map<std::string, bool*> switches = {{"--no-overlap", nullptr},
+                                                 {"--sp", &train.sequenceParallel},
+                                                 {"--recompute", &train.recompute}};
+  auto apply = [&](const std::string& flag, const std::string* value) -> Status {
+    const auto toggle = switches.find(flag);
+    if (toggle != switches.end()) {
+      if (toggle->second != nullptr) *toggle->second = true;
+      if (flag == "--no-overlap") train.parallel.overlap = false;
+      return Status::ok();
+    }
+    const auto handler = handlers.find(flag);
+    if (handler == handlers.end()) return invalidArgument("unknown flag " + flag + " (see --help)");
+    if (value == nullptr) return invalidArgument(flag + " needs a value");
+    return handler->second(flag, *value);
+  };
+  // --config FILE first: the file's flags, then the command line's, which override them.
+  std::vector<std::string> commandLine;
+  std::string configPath;
   for (size_t i = 0; i < arguments.size(); ++i) {
-    const std::string& flag = arguments[i];
+    if (arguments[i] != "--config") {
+      commandLine.push_back(arguments[i]);
+      continue;
+    }
+    if (i + 1 >= arguments.size()) return invalidArgument("--config needs a value");
+    configPath = arguments[++i];
+  }
+  if (!configPath.empty()) {
+    CC_ASSIGN_OR_RETURN(std::vector<ConfigFlag> fromFile, readConfigFile(configPath));
+    for (const ConfigFlag& entry : fromFile) {
+      const Status applied = apply(entry.flag, entry.value.empty() ? nullptr : &entry.value);
+      if (!applied.isOk()) {
+        return invalidArgument("--config " + configPath + ": " + entry.key + ": " +
+                               applied.message());
+      }
+    }
+  }
+  for (size_t i = 0; i < commandLine.size(); ++i) {
+    const std::string& flag = commandLine[i];
     if (flag == "--help" || flag == "-h") {
       options.help = true;
       continue;
     }
-    if (flag == "--no-overlap") {
-      train.parallel.overlap = false;
-      continue;
-    }
-    if (flag == "--sp") {
-      train.sequenceParallel = true;
-      continue;
-    }
-    if (flag == "--recompute") {
-      train.recompute = true;
-      continue;
-    }
     if (flag == "--prepare") {
-      if (i + 2 >= arguments.size()) return invalidArgument("--prepare needs TEXT and OUT.bin");
-      options.prepareText = arguments[i + 1];
-      options.prepareOut = arguments[i + 2];
+      if (i + 2 >= commandLine.size()) return invalidArgument("--prepare needs TEXT and OUT.bin");
+      options.prepareText = commandLine[i + 1];
+      options.prepareOut = commandLine[i + 2];
       i += 2;
       continue;
     }
-    const auto handler = handlers.find(flag);
-    if (handler == handlers.end()) return invalidArgument("unknown flag " + flag + " (see --help)");
-    if (i + 1 >= arguments.size()) return invalidArgument(flag + " needs a value");
-    CC_TRY(handler->second(flag, arguments[++i]));
+    const bool takesValue = switches.count(flag) == 0;
+    CC_TRY(apply(flag, takesValue && i + 1 < commandLine.size() ? &commandLine[++i] : nullptr));
   }
   train.parallel.bucketBytes =
       static_cast<size_t>(static_cast<double>(options.bucketMiB) * 1024.0 * 1024.0);
