@@ -281,6 +281,7 @@ int run(const Options& parsed) {
   Progress progress(first, train.steps, leader ? options.printEvery : 1 << 30);
   std::vector<std::pair<int64_t, double>> curve, evalCurve;
   std::vector<double> rates, waits, sentPerStep, bubbles;
+  std::vector<CostModel> stageCosts;  // this stage's measured forward, B and W, per step
   // Bytes this rank sent during a step (cc's traffic counters), to compare with ZeRO's
   // accounting: 2(N-1)/N of the gradient bytes for stages 0-2, up to 1.5x that for 3.
   auto bytesSent = [&]() -> double {
@@ -301,6 +302,7 @@ int run(const Options& parsed) {
     rates.push_back(rate);
     waits.push_back(result.gradientWaitSeconds);
     bubbles.push_back(result.pipelineWaitSeconds / result.seconds);
+    if (trainer.pipeline() != nullptr) stageCosts.push_back(trainer.pipeline()->lastCosts());
     curve.emplace_back(result.step, result.loss);
     if (leader) progress.report(result, rate);
     double evalLoss = -1;
@@ -360,15 +362,32 @@ int run(const Options& parsed) {
   if (trainer.pipeline() != nullptr && !rates.empty()) {
     // Per stage (its DP 0, TP 0 rank): the median fraction of a step spent waiting for a
     // neighbour's data, beside the simulator's prediction at unit costs.
-    double mine = median(bubbles);
-    std::vector<double> all(static_cast<size_t>(worldSize));
-    (void)ccAllGather(&mine, all.data(), 1, ccFloat64, world, nullptr);
+    // and beside the prediction at the costs each stage measured (its median forward, B, W).
+    auto medianOf = [&](double CostModel::*field) {
+      std::vector<double> values;
+      for (const CostModel& cost : stageCosts) values.push_back(cost.*field);
+      return median(values);
+    };
+    const double mine[4] = {median(bubbles), medianOf(&CostModel::forward),
+                            medianOf(&CostModel::backwardInput),
+                            medianOf(&CostModel::backwardWeight)};
+    std::vector<double> all(4 * static_cast<size_t>(worldSize));
+    (void)ccAllGather(mine, all.data(), 4, ccFloat64, world, nullptr);
     if (leader) {
+      std::vector<CostModel> measured;
       std::printf("pipeline: %s, measured_bubble", scheduleName(train.schedule));
-      for (int stage = 0; stage < options.pp; ++stage)
-        std::printf(" %.3f", all[static_cast<size_t>(stage * options.tp)]);
+      for (int stage = 0; stage < options.pp; ++stage) {
+        const double* at = &all[4 * static_cast<size_t>(stage * options.tp)];
+        std::printf(" %.3f", at[0]);
+        measured.push_back(CostModel{at[1], at[2], at[3], 0});
+      }
       std::printf(" predicted_bubble");
       for (double bubble : trainer.pipeline()->prediction().bubble) std::printf(" %.3f", bubble);
+      auto atMeasured = simulate(trainer.pipeline()->plan(), measured);
+      if (atMeasured.isOk()) {
+        std::printf(" at_measured_costs");
+        for (double bubble : atMeasured->bubble) std::printf(" %.3f", bubble);
+      }
       std::printf(" (per stage)\n");
     }
   }

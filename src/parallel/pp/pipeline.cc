@@ -186,8 +186,22 @@ Status PipelineStage::waitForSends(int slot) {
   return lastSend_[static_cast<size_t>(slot)] > drained_ ? waitForTransfers() : Status::ok();
 }
 
+CostModel PipelineStage::lastCosts() const {
+  auto mean = [&](Work work) {
+    const int k = static_cast<int>(work);
+    return computes_[k] > 0 ? computeSeconds_[k] / computes_[k] : 0.0;
+  };
+  const double whole = mean(Work::kBackward);
+  return CostModel{mean(Work::kForward), whole > 0 ? whole / 2 : mean(Work::kBackwardInput),
+                   whole > 0 ? whole / 2 : mean(Work::kBackwardWeight), 0};
+}
+
 Result<double> PipelineStage::runStep(const StepHooks& hooks, float lossScale) {
   waitSeconds_ = 0;
+  for (int k = 0; k < 4; ++k) {
+    computeSeconds_[k] = 0;
+    computes_[k] = 0;
+  }
   const std::vector<Action>& actions = plan_.stages[static_cast<size_t>(stage_)];
   const size_t communicating = lastBackward(actions);
   const int first = model_.layout().firstLayer(), end = model_.layout().endLayer();
@@ -204,6 +218,8 @@ Result<double> PipelineStage::runStep(const StepHooks& hooks, float lossScale) {
     const int slot = slotFor(action.microBatch);
     ActivationArena<float>& arena = arenas_[static_cast<size_t>(slot)];
     float* gradient = gradients_[static_cast<size_t>(slot)].data();
+    const auto started = std::chrono::steady_clock::now();
+    const double waitedBefore = waitSeconds_;
     if (action.work == Work::kForward) {
       // Its input arrived (or this stage embeds), and nothing still reads this slot.
       CC_TRY(firstStage() ? waitForSends(slot) : waitForTransfers());
@@ -239,11 +255,20 @@ Result<double> PipelineStage::runStep(const StepHooks& hooks, float lossScale) {
       if (!communicates) CC_TRY(hooks.endBackward());
     }
     CC_TRY(hooks.afterCompute());
+    const int kind = static_cast<int>(action.work);
+    computeSeconds_[kind] +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() -
+        (waitSeconds_ - waitedBefore);
+    ++computes_[kind];
     if (accumulates(action)) finished_.push_back(action.microBatch);
   }
   releaseFinishedSlots();
   CC_TRY(waitForTransfers());
+  // The tied exchange waits for the other end of the pipeline to finish: bubble too.
+  const auto tiedStart = std::chrono::steady_clock::now();
   CC_TRY(sumTiedGradients());
+  waitSeconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - tiedStart).count();
   if (communicating < actions.size()) CC_TRY(hooks.endBackward());
   return lossSum;
 }

@@ -67,6 +67,10 @@ class PipelineStage final : public GptObserver {
   Result<double> forwardOnly(std::span<const int32_t> inputs, std::span<const int32_t> targets);
   // How long this stage waited for received data in the last step (the measured bubble).
   double lastWaitSeconds() const { return waitSeconds_; }
+  // The mean time of this stage's forward, B and W in the last step, in seconds (a whole
+  // backward counts half as B, half as W), for simulate() with measured costs.
+  CostModel lastCosts() const;
+  const Plan& plan() const { return plan_; }
 
   void beforeBlockForward(int layer) override;
   void afterBlockForward(int layer) override;
@@ -106,6 +110,8 @@ class PipelineStage final : public GptObserver {
   std::vector<uint64_t> lastSend_;     // per slot: the group that last sent from it
   uint64_t queued_ = 0, drained_ = 0;  // groups queued, and all before drained_ are done
   double waitSeconds_ = 0;
+  double computeSeconds_[4] = {0, 0, 0, 0};  // per Work, in the last step
+  int computes_[4] = {0, 0, 0, 0};
 };
 
 }  // namespace cc::parallel

@@ -180,6 +180,13 @@ struct Queue {
 }  // namespace
 
 Result<Simulation> simulate(const Plan& plan, const CostModel& cost) {
+  return simulate(plan, std::vector<CostModel>(plan.stages.size(), cost));
+}
+
+Result<Simulation> simulate(const Plan& plan, const std::vector<CostModel>& stageCosts) {
+  if (stageCosts.size() != plan.stages.size())
+    return invalidArgument("pipeline plan: " + std::to_string(stageCosts.size()) +
+                           " stage costs for " + std::to_string(plan.stages.size()) + " stages");
   if (static_cast<int>(plan.stages.size()) != plan.shape.stages)
     return invalidArgument("pipeline plan: " + std::to_string(plan.stages.size()) +
                            " stage lists for " + std::to_string(plan.shape.stages) + " stages");
@@ -222,7 +229,7 @@ Result<Simulation> simulate(const Plan& plan, const CostModel& cost) {
           if (queue.head < queue.entries.size()) break;  // waits for the queue to drain
           start = std::max(start, queue.free);
         }
-        const double duration = costOf(action.work, cost);
+        const double duration = costOf(action.work, stageCosts[stage]);
         result.spans.push_back({static_cast<int>(stage), action, start, start + duration});
         clock[stage] = start + duration;
         result.busy[stage] += duration;
@@ -247,7 +254,8 @@ Result<Simulation> simulate(const Plan& plan, const CostModel& cost) {
           if (peerQueue.done[j] ||
               !matches(group->transfers[i], static_cast<int>(stage), theirs->transfers[j]))
             continue;
-          const double at = std::max(queue.startedAt, peerQueue.startedAt) + cost.transfer;
+          const double at = std::max(queue.startedAt, peerQueue.startedAt) +
+                            std::max(stageCosts[stage].transfer, stageCosts[peer].transfer);
           queue.done[i] = peerQueue.done[j] = true;
           queue.groupEnd = std::max(queue.groupEnd, at);
           peerQueue.groupEnd = std::max(peerQueue.groupEnd, at);

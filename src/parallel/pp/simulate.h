@@ -49,6 +49,9 @@ struct Simulation {
 // The checks above, then the simulation; the error names the stage, the action and what
 // is wrong with it.
 Result<Simulation> simulate(const Plan& plan, const CostModel& cost = {});
+// The same with each stage's own costs (stages differ: the first embeds, the last has the
+// head), e.g. as its executor measured them; one per stage.
+Result<Simulation> simulate(const Plan& plan, const std::vector<CostModel>& stageCosts);
 
 // The familiar pipeline picture as an SVG: stages as rows, time across, each compute a box
 // (forward, B, W, or a whole backward, each its own colour) labelled with its micro-batch,
