@@ -62,6 +62,9 @@ TEST_F(CcTrainCli, BadFlagsAreClearErrors) {
        "--sp: --tp 3 does not divide the sequence length --seq 32"},
       {"--schedule 2f2b", "--schedule: schedule \"2f2b\" is not one of gpipe, 1f1b"},
       {"--pp 3 --layers 4", "--pp 3 does not divide --layers 4"},
+      {"--pp 2 --pp-layers 1,2 --layers 4",
+       "--pp-layers: 2 stages of 3 blocks in all, for --pp 2 and --layers 4"},
+      {"--pp 2 --pp-layers 1,,3", "--pp-layers: \"\" is not an integer"},
       {"--pp 2 --grad-accum 3 --schedule interleaved --virtual-stages 2 --pp-plan /dev/null",
        "interleaved: micro-batches 3 must be a multiple of the stages 2"},
   };

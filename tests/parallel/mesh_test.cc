@@ -35,6 +35,14 @@ TEST(Mesh, RefusesShapesThatCannotRun) {
   EXPECT_NE(badTp.message().find("tp 3 does not divide the 4 heads"), std::string::npos)
       << badTp.message();
   EXPECT_FALSE(validateMeshShape({0, 1, 1}, 0, model).isOk());
+  // An uneven cut: pp stages of at least one block that add up to the layers.
+  EXPECT_TRUE(validateMeshShape({1, 3, 1, {1, 2, 1}}, 3, model).isOk());
+  const Status shortCut = validateMeshShape({1, 2, 1, {1, 2}}, 2, model);
+  EXPECT_NE(shortCut.message().find("a cut into 2 stages of 3 blocks for pp 2 and 4 layers"),
+            std::string::npos)
+      << shortCut.message();
+  EXPECT_NE(validateMeshShape({1, 2, 1, {0, 4}}, 2, model).message().find("no blocks"),
+            std::string::npos);
 }
 
 TEST(Mesh, SplitsTheWorldTpFastest) {

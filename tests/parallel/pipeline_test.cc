@@ -201,6 +201,39 @@ INSTANTIATE_TEST_SUITE_P(Schedules, PipelineEquivalence, ::testing::ValuesIn(equ
                            return name;
                          });
 
+// Megatron's uneven cut: 1 block on the first stage (which also embeds), 3 on the last.
+TEST(PipelineMesh, AnUnevenCutMatchesTheOneProcessRun) {
+  constexpr int kSteps = 8, kRows = 2, kMicroBatches = 3;
+  const auto directory = scratchDirectory("uneven");
+  const std::string reference = (directory / "one.safetensors").string();
+  const std::string cut = (directory / "cut.safetensors").string();
+  const TrainOptions options = pipelineOptions(kRows, kMicroBatches, kSteps);
+  const std::vector<double> expected = oneProcessRun(options, kSteps, reference);
+  runRanks(2, [&](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    {
+      auto mesh = testing::meshFor(comm, MeshShape{1, 2, 1, {1, 3}}, options.model);
+      ASSERT_NE(mesh, nullptr);
+      EXPECT_EQ(mesh->modelPart(options.model).endLayer - mesh->modelPart(options.model).firstLayer,
+                context.rank == 0 ? 1 : 3);
+      Trainer trainer(options, syntheticFor(options, 0, 1), mesh.get());
+      ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
+      for (int step = 0; step < kSteps; ++step) {
+        auto result = trainer.tryStep();
+        ASSERT_TRUE(result.isOk()) << result.status().message();
+        EXPECT_NEAR(result->loss, expected[static_cast<size_t>(step)],
+                    kLossTolerance * expected[static_cast<size_t>(step)])
+            << "step " << step + 1;
+      }
+      ASSERT_TRUE(trainer.save(cut).isOk());
+    }
+    ccCommDestroy(comm);
+  });
+  expectWeightsClose(weightDifference(options.model, cut, reference), options, kSteps,
+                     "pp 2 cut 1 + 3");
+  std::filesystem::remove_all(directory);
+}
+
 TEST(PipelineMesh, Dp2Pp2Tp2AtZero1WithRecomputationMatchesTheOneProcessRun) {
   constexpr int kSteps = 8, kRows = 4, kMicroBatches = 3;
   const auto directory = scratchDirectory("3d");

@@ -22,6 +22,7 @@ const std::map<std::string, std::map<std::string, KeyMeaning>>& sections() {
        {{"data_parallel", {"--dp"}},
         {"tensor_parallel", {"--tp"}},
         {"pipeline_parallel", {"--pp"}},
+        {"pipeline_layers", {"--pp-layers"}},
         {"expert_parallel", {"expert_parallel"}},
         {"sequence_parallel", {"--sp", true}},
         {"schedule", {"--schedule"}},
@@ -92,9 +93,19 @@ Result<std::vector<ConfigFlag>> readConfigFile(const std::string& path) {
         return invalidArgument(where + "unknown key " + key + " (" + sectionName + " takes " +
                                namesOf(known->second) + ")");
       }
-      if (!entry.second.IsScalar()) return invalidArgument(where + key + " is not a single value");
-      const std::string value = entry.second.as<std::string>();
       const KeyMeaning& m = meaning->second;
+      std::string value;
+      if (m.flag == "--pp-layers" && entry.second.IsSequence()) {
+        // A list of blocks per stage, as the flag's commas.
+        for (const auto& item : entry.second) {
+          if (!item.IsScalar()) return invalidArgument(where + key + " is not a list of numbers");
+          value += (value.empty() ? "" : ",") + item.as<std::string>();
+        }
+      } else if (!entry.second.IsScalar()) {
+        return invalidArgument(where + key + " is not a single value");
+      } else {
+        value = entry.second.as<std::string>();
+      }
       if (m.flag == "expert_parallel") {
         if (value != "1") {
           return invalidArgument(where + key + " " + value +

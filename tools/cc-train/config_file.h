@@ -2,8 +2,8 @@
 // from DeepSpeed- and Megatron-style configs, read with yaml-cpp:
 //
 //   parallel_config: {data_parallel: 2, tensor_parallel: 2, pipeline_parallel: 2,
-//                     expert_parallel: 1, sequence_parallel: true, schedule: 1f1b,
-//                     virtual_stages: 1}
+//                     pipeline_layers: [1, 3], expert_parallel: 1, sequence_parallel: true,
+//                     schedule: 1f1b, virtual_stages: 1}
 //   zero_config: {stage: 1, bucket_mb: 25, overlap: true}
 //   model: {layers: 4, heads: 4, width: 256, vocab: 256, seq: 128}
 //   batch: {micro_batch_size: 8, grad_accum: 8}

@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <functional>
@@ -60,8 +61,8 @@ output:    --log FILE.csv --plot FILE.svg --print-every K (10)
 machine:   --threads N (1, OpenBLAS threads) --recompute (keep only each block's input in
            forward, rebuild the block in backward: less activation memory, ~1/3 more compute)
 parallel:  --dp N (1) --tp N (1; heads and the padded vocab divisible by it) --pp N (1; the
-           layers divisible by it); run under mpirun -np DP*PP*TP --zero 0|1|2|3 (0; 0 or 1
-           with --pp) --bucket-mb X (25)
+           layers divisible by it, or --pp-layers 3,5: blocks per stage); run under mpirun
+           -np DP*PP*TP --zero 0|1|2|3 (0; 0 or 1 with --pp) --bucket-mb X (25)
            --no-overlap (reduce gradients after backward instead of during it)
            --sp (sequence parallelism over the TP group; --tp divides --seq)
 config:    --config FILE (YAML or JSON: parallel_config, zero_config, model, batch, optimizer,
@@ -149,6 +150,19 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
       {"--dp", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 16, &options.dp); }},
       {"--tp", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 16, &options.tp); }},
       {"--pp", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 16, &options.pp); }},
+      {"--pp-layers",
+       [&](auto& f, auto& v) -> Status {
+         options.ppLayers.clear();
+         size_t at = 0;
+         while (at <= v.size()) {
+           const size_t comma = std::min(v.find(',', at), v.size());
+           int layers = 0;
+           CC_TRY(parseInteger(f, v.substr(at, comma - at), 1, 1024, &layers));
+           options.ppLayers.push_back(layers);
+           at = comma + 1;
+         }
+         return Status::ok();
+       }},
       {"--virtual-stages",
        [&](auto& f, auto& v) { return parseInteger(f, v, 1, 64, &train.virtualStages); }},
       {"--schedule",
@@ -226,9 +240,19 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
   if (!options.evalPath.empty() && !options.stepsGiven) train.steps = 0;
   if (train.warmup > train.steps) train.warmup = train.steps;
   CC_TRY(model.validate());
-  if (model.layers % options.pp != 0) {
+  if (!options.ppLayers.empty()) {
+    int total = 0;
+    for (int layers : options.ppLayers) total += layers;
+    if (static_cast<int>(options.ppLayers.size()) != options.pp || total != model.layers) {
+      return invalidArgument("--pp-layers: " + std::to_string(options.ppLayers.size()) +
+                             " stages of " + std::to_string(total) + " blocks in all, for --pp " +
+                             std::to_string(options.pp) + " and --layers " +
+                             std::to_string(model.layers));
+    }
+  } else if (model.layers % options.pp != 0) {
     return invalidArgument("--pp " + std::to_string(options.pp) + " does not divide --layers " +
-                           std::to_string(model.layers) + " (each stage holds as many blocks)");
+                           std::to_string(model.layers) +
+                           " (each stage holds as many blocks; or cut it with --pp-layers)");
   }
   if (train.sequenceParallel && options.tp == 1)
     return invalidArgument("--sp shards the sequence over the TP group: it needs --tp above 1");

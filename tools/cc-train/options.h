@@ -20,16 +20,17 @@ struct Options {
   std::string evalPath;     // --eval
   std::string prepareText;  // --prepare TEXT OUT
   std::string prepareOut;
-  std::string logPath;      // --log
-  std::string plotPath;     // --plot
-  int threads = 1;          // --threads
-  int64_t stopAfter = 0;    // --stop-after: leave after this many steps of this run
-  int printEvery = 10;      // --print-every (plain output)
-  int dp = 1;               // --dp: data-parallel ranks
-  int tp = 1;               // --tp: tensor-parallel ranks (dp x pp x tp = the launcher's world)
-  int pp = 1;               // --pp: pipeline stages
-  std::string planPath;     // --pp-plan: draw the pipeline plan as an SVG, then exit
-  float bucketMiB = 25.0f;  // --bucket-mb (train.parallel.bucketBytes)
+  std::string logPath;        // --log
+  std::string plotPath;       // --plot
+  int threads = 1;            // --threads
+  int64_t stopAfter = 0;      // --stop-after: leave after this many steps of this run
+  int printEvery = 10;        // --print-every (plain output)
+  int dp = 1;                 // --dp: data-parallel ranks
+  int tp = 1;                 // --tp: tensor-parallel ranks (dp x pp x tp = the launcher's world)
+  int pp = 1;                 // --pp: pipeline stages
+  std::vector<int> ppLayers;  // --pp-layers: blocks per stage (empty: an even cut)
+  std::string planPath;       // --pp-plan: draw the pipeline plan as an SVG, then exit
+  float bucketMiB = 25.0f;    // --bucket-mb (train.parallel.bucketBytes)
   bool help = false;
 };
 

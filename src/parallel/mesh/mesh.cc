@@ -20,7 +20,19 @@ Status validateMeshShape(const MeshShape& shape, int worldSize, const GptConfig&
                            " ranks, but the job has " + std::to_string(worldSize) +
                            " (the product must equal the world size)");
   }
-  if (model.layers % shape.pp != 0) {
+  if (!shape.stageLayers.empty()) {
+    int total = 0;
+    for (int layers : shape.stageLayers) {
+      if (layers < 1) return invalidArgument(text + ": a pipeline stage of no blocks");
+      total += layers;
+    }
+    if (static_cast<int>(shape.stageLayers.size()) != shape.pp || total != model.layers) {
+      return invalidArgument(text + ": a cut into " + std::to_string(shape.stageLayers.size()) +
+                             " stages of " + std::to_string(total) + " blocks for pp " +
+                             std::to_string(shape.pp) + " and " + std::to_string(model.layers) +
+                             " layers");
+    }
+  } else if (model.layers % shape.pp != 0) {
     return invalidArgument(text + ": pp " + std::to_string(shape.pp) + " does not divide the " +
                            std::to_string(model.layers) + " layers");
   }
@@ -61,10 +73,19 @@ Result<std::unique_ptr<Mesh>> Mesh::create(ccComm_t world, const MeshShape& shap
   return mesh;
 }
 
+std::pair<int, int> Mesh::stageLayers(const GptConfig& model, int stage) const {
+  if (shape_.stageLayers.empty()) {
+    const int perStage = model.layers / shape_.pp;
+    return {stage * perStage, (stage + 1) * perStage};
+  }
+  int first = 0;
+  for (int s = 0; s < stage; ++s) first += shape_.stageLayers[static_cast<size_t>(s)];
+  return {first, first + shape_.stageLayers[static_cast<size_t>(stage)]};
+}
+
 ModelPart Mesh::modelPart(const GptConfig& model) const {
-  const int perStage = model.layers / shape_.pp;
-  return ModelPart{coordinates_.pp * perStage, (coordinates_.pp + 1) * perStage, shape_.tp,
-                   coordinates_.tp};
+  const auto [first, end] = stageLayers(model, coordinates_.pp);
+  return ModelPart{first, end, shape_.tp, coordinates_.tp};
 }
 
 Mesh::~Mesh() {

@@ -1,15 +1,16 @@
 // The process mesh: world = dp x pp x tp with TP fastest-varying (rank = (d * pp + p) * tp
 // + t), as picotron's grid. Each axis is a communicator made once with ccCommSplit: the
 // ranks that differ only in that coordinate. A rank's coordinates say which part of the
-// model it holds (modelPart: its pipeline stage's blocks, its TP shard). The trainer runs
-// DP and TP so far (pp = 1); the pipeline axis exists so that the shape checks, the
-// placement table and the parts are already the final ones.
+// model it holds (modelPart: its pipeline stage's blocks, an even cut unless the shape
+// gives one, and its TP shard).
 #pragma once
 
 #include <cc/cc.h>
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/status.h"
 #include "parallel/model/config.h"
@@ -21,6 +22,9 @@ struct MeshShape {
   int dp = 1;
   int pp = 1;
   int tp = 1;
+  // Blocks per pipeline stage (Megatron's uneven first and last stages); empty: pp equal
+  // stages.
+  std::vector<int> stageLayers;
   int size() const { return dp * pp * tp; }
 };
 
@@ -29,7 +33,8 @@ struct MeshCoordinates {
 };
 
 // Refuses a shape that cannot run: a dimension below 1, a product that is not the world
-// size, pp not dividing the layers, tp not dividing the heads or the padded vocabulary.
+// size, pp not dividing the layers (or a cut that is not pp stages of at least one block
+// adding up to them), tp not dividing the heads or the padded vocabulary.
 // The message says which.
 Status validateMeshShape(const MeshShape& shape, int worldSize, const GptConfig& model);
 
@@ -52,6 +57,8 @@ class Mesh {
   // This rank's part of the model: an even cut of the layers into pp stages, and its TP
   // shard.
   ModelPart modelPart(const GptConfig& model) const;
+  // Blocks [first, end) of pipeline stage `stage`.
+  std::pair<int, int> stageLayers(const GptConfig& model, int stage) const;
 
   // Collective: every rank's coordinates, host and pid, as a table (rank 0 prints it).
   Result<std::string> placementTable() const;

@@ -268,13 +268,12 @@ Status Trainer::gatherStages(std::vector<float>& whole) {
                   "pp: send of a stage's tensors for a checkpoint");
   }
   const ParameterLayout wholeLayout(options_.model);
-  const int perStage = options_.model.layers / pipeline_->stages();
   std::vector<float> received(whole.size());
   for (int stage = 1; stage < pipeline_->stages(); ++stage) {
     CC_TRY(ccCall(ccRecv(received.data(), received.size(), ccFloat32, stage, pp, nullptr), pp,
                   "pp: receive of stage " + std::to_string(stage) + "'s tensors for a checkpoint"));
-    const ParameterLayout stageLayout(options_.model,
-                                      ModelPart{stage * perStage, (stage + 1) * perStage, 1, 0});
+    const auto [first, end] = mesh_->stageLayers(options_.model, stage);
+    const ParameterLayout stageLayout(options_.model, ModelPart{first, end, 1, 0});
     for (const TensorSlice& tensor : stageLayout.tensors()) {
       if (tensor.tiedCopy) continue;  // stage 0 holds the same wte
       const TensorSlice& target = wholeLayout.tensors()[tensor.fullIndex];
