@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "parallel/checkpoint/checkpoint.h"
 #include "parallel/mesh/mesh.h"
@@ -128,6 +129,38 @@ void expectWeightsClose(const WeightDifference& difference, const TrainOptions& 
   EXPECT_LE(difference.largest, static_cast<double>(options.lr) * steps) << what;
 }
 
+// Trains `rankOptions` on a mesh of `shape` over the fixture's ranks (each DP rank reading its
+// slice) and holds every step's loss within kLossTolerance of `expected`; saves the
+// checkpoint to `path`. check(mesh, rank) runs on each rank before training.
+void trainOnMeshAgainst(const TrainOptions& rankOptions, const MeshShape& shape,
+                        const std::vector<double>& expected, const std::string& path,
+                        const char* what,
+                        const std::function<void(const Mesh&, int)>& check = nullptr) {
+  runRanks(shape.size(), [&](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    {
+      auto mesh = testing::meshFor(comm, shape, rankOptions.model);
+      ASSERT_NE(mesh, nullptr);
+      if (check) check(*mesh, context.rank);
+      Trainer trainer(rankOptions, syntheticFor(rankOptions, mesh->coordinates().dp, shape.dp),
+                      mesh.get());
+      ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
+      double worst = 0;
+      for (size_t step = 0; step < expected.size(); ++step) {
+        auto result = trainer.tryStep();
+        ASSERT_TRUE(result.isOk()) << result.status().message();
+        const double relative = std::abs(result->loss - expected[step]) / expected[step];
+        worst = std::max(worst, relative);
+        EXPECT_LT(relative, kLossTolerance) << "step " << step + 1;
+      }
+      ASSERT_TRUE(trainer.save(path).isOk());
+      if (context.rank == 0)
+        std::printf("%s: largest relative loss difference %.3g\n", what, worst);
+    }
+    ccCommDestroy(comm);
+  });
+}
+
 struct Case {
   int pp;
   ScheduleKind schedule;
@@ -150,30 +183,9 @@ TEST_P(PipelineEquivalence, MatchesTheOneProcessLossesAndWeights) {
   TrainOptions options = pipelineOptions(kRows, c.microBatches, kSteps);
   options.schedule = c.schedule;
   const std::vector<double> expected = oneProcessRun(options, kSteps, reference);
-  runRanks(c.pp, [&](RankContext& context) {
-    ccComm_t comm = context.initComm();
-    {
-      auto mesh = testing::meshFor(comm, {1, c.pp, 1}, options.model);
-      ASSERT_NE(mesh, nullptr);
-      Trainer trainer(options, syntheticFor(options, 0, 1), mesh.get());
-      ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
-      double worst = 0;
-      for (int step = 0; step < kSteps; ++step) {
-        auto result = trainer.tryStep();
-        ASSERT_TRUE(result.isOk()) << result.status().message();
-        const double relative = std::abs(result->loss - expected[static_cast<size_t>(step)]) /
-                                expected[static_cast<size_t>(step)];
-        worst = std::max(worst, relative);
-        EXPECT_LT(relative, kLossTolerance) << "step " << step + 1;
-      }
-      ASSERT_TRUE(trainer.save(piped).isOk());
-      if (context.rank == 0) {
-        std::printf("pp %d %s M %d: largest relative loss difference %.3g\n", c.pp,
-                    scheduleName(c.schedule), c.microBatches, worst);
-      }
-    }
-    ccCommDestroy(comm);
-  });
+  const std::string what = "pp " + std::to_string(c.pp) + " " + scheduleName(c.schedule) + " M " +
+                           std::to_string(c.microBatches);
+  trainOnMeshAgainst(options, {1, c.pp, 1}, expected, piped, what.c_str());
   expectWeightsClose(weightDifference(options.model, piped, reference), options, kSteps,
                      "pipeline");
   std::filesystem::remove_all(directory);
@@ -209,26 +221,11 @@ TEST(PipelineMesh, AnUnevenCutMatchesTheOneProcessRun) {
   const std::string cut = (directory / "cut.safetensors").string();
   const TrainOptions options = pipelineOptions(kRows, kMicroBatches, kSteps);
   const std::vector<double> expected = oneProcessRun(options, kSteps, reference);
-  runRanks(2, [&](RankContext& context) {
-    ccComm_t comm = context.initComm();
-    {
-      auto mesh = testing::meshFor(comm, MeshShape{1, 2, 1, {1, 3}}, options.model);
-      ASSERT_NE(mesh, nullptr);
-      EXPECT_EQ(mesh->modelPart(options.model).endLayer - mesh->modelPart(options.model).firstLayer,
-                context.rank == 0 ? 1 : 3);
-      Trainer trainer(options, syntheticFor(options, 0, 1), mesh.get());
-      ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
-      for (int step = 0; step < kSteps; ++step) {
-        auto result = trainer.tryStep();
-        ASSERT_TRUE(result.isOk()) << result.status().message();
-        EXPECT_NEAR(result->loss, expected[static_cast<size_t>(step)],
-                    kLossTolerance * expected[static_cast<size_t>(step)])
-            << "step " << step + 1;
-      }
-      ASSERT_TRUE(trainer.save(cut).isOk());
-    }
-    ccCommDestroy(comm);
-  });
+  trainOnMeshAgainst(options, MeshShape{1, 2, 1, {1, 3}}, expected, cut, "pp 2 cut 1 + 3",
+                     [&](const Mesh& mesh, int rank) {
+                       const ModelPart part = mesh.modelPart(options.model);
+                       EXPECT_EQ(part.endLayer - part.firstLayer, rank == 0 ? 1 : 3);
+                     });
   expectWeightsClose(weightDifference(options.model, cut, reference), options, kSteps,
                      "pp 2 cut 1 + 3");
   std::filesystem::remove_all(directory);
@@ -241,27 +238,10 @@ TEST(PipelineMesh, Dp2Pp2Tp2AtZero1WithRecomputationMatchesTheOneProcessRun) {
   const std::string meshed = (directory / "3d.safetensors").string();
   const TrainOptions whole = pipelineOptions(kRows, kMicroBatches, kSteps);
   const std::vector<double> expected = oneProcessRun(whole, kSteps, reference);
-  runRanks(8, [&](RankContext& context) {
-    ccComm_t comm = context.initComm();
-    {
-      TrainOptions options = pipelineOptions(kRows / 2, kMicroBatches, kSteps);
-      options.parallel.zeroStage = 1;
-      options.recompute = true;
-      auto mesh = testing::meshFor(comm, {2, 2, 2}, options.model);
-      ASSERT_NE(mesh, nullptr);
-      Trainer trainer(options, syntheticFor(options, mesh->coordinates().dp, 2), mesh.get());
-      ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
-      for (int step = 0; step < kSteps; ++step) {
-        auto result = trainer.tryStep();
-        ASSERT_TRUE(result.isOk()) << result.status().message();
-        EXPECT_NEAR(result->loss, expected[static_cast<size_t>(step)],
-                    kLossTolerance * expected[static_cast<size_t>(step)])
-            << "step " << step + 1;
-      }
-      ASSERT_TRUE(trainer.save(meshed).isOk());
-    }
-    ccCommDestroy(comm);
-  });
+  TrainOptions options = pipelineOptions(kRows / 2, kMicroBatches, kSteps);
+  options.parallel.zeroStage = 1;
+  options.recompute = true;
+  trainOnMeshAgainst(options, {2, 2, 2}, expected, meshed, "dp 2 x pp 2 x tp 2");
   expectWeightsClose(weightDifference(whole.model, meshed, reference), whole, kSteps,
                      "dp 2 x pp 2 x tp 2", kMeshWeightTolerance);
   std::filesystem::remove_all(directory);
