@@ -76,27 +76,35 @@ TEST(ParameterLayout, WholeModelIsGpt2sTensorsInOrder) {
   EXPECT_EQ(tensors[tensors.size() - 2].offset, layout.lnfWeight());
 }
 
-TEST(ParameterLayout, StagesTogetherHoldEveryTensorOnce) {
-  const GptConfig config = smallConfig();
+// The stages' parts (each a contiguous range or an interleaved stage's chunks) hold every
+// tensor once between them, but wte, which the first and the last stage hold.
+void expectStagesHoldEveryTensorOnce(const GptConfig& config,
+                                     const std::vector<ModelPart>& stages) {
   const ParameterLayout whole(config);
-  const std::vector<std::pair<int, int>> stages = {{0, 1}, {1, 3}, {3, 4}};
   std::map<std::string, int> holders;
-  for (auto [first, end] : stages) {
-    const ModelPart part{first, end, 1, 0};
-    ASSERT_TRUE(validatePart(config, part).isOk());
+  for (const ModelPart& part : stages) {
+    ASSERT_TRUE(validatePart(config, part).isOk()) << validatePart(config, part).message();
     const ParameterLayout layout(config, part);
     expectContiguous(layout);
-    EXPECT_EQ(layout.hasEmbeddings(), first == 0);
-    EXPECT_EQ(layout.hasHead(), end == config.layers);
+    EXPECT_EQ(layout.hasEmbeddings(), part.firstLayer == 0);
+    EXPECT_EQ(layout.hasHead(), part.endLayer == config.layers);
     for (const TensorSlice& tensor : layout.tensors()) {
       ++holders[tensor.name];
       EXPECT_EQ(whole.tensors()[tensor.fullIndex].name, tensor.name);
     }
-    for (int layer = first; layer < end; ++layer) {
-      EXPECT_EQ(layout.block(layer).layer, layer);
-      EXPECT_EQ(layout.blockEnd(layer) - layout.blockBegin(layer),
-                whole.blockEnd(layer) - whole.blockBegin(layer));
+    // The chunks' blocks, ascending in the buffer.
+    size_t blocks = 0, previousEnd = 0;
+    for (const LayerRange& chunk : layout.chunks()) {
+      for (int layer = chunk.first; layer < chunk.end; ++layer, ++blocks) {
+        EXPECT_EQ(layout.block(layer).layer, layer);
+        EXPECT_EQ(layout.blocks()[blocks].layer, layer);
+        EXPECT_GE(layout.blockBegin(layer), previousEnd);
+        previousEnd = layout.blockEnd(layer);
+        EXPECT_EQ(layout.blockEnd(layer) - layout.blockBegin(layer),
+                  whole.blockEnd(layer) - whole.blockBegin(layer));
+      }
     }
+    EXPECT_EQ(blocks, layout.blocks().size());
     if (layout.hasHead() && !layout.hasEmbeddings()) {
       // The tied copy sits first, where wte sits on the first stage; the only tied copy.
       EXPECT_EQ(layout.headWeight(), 0u);
@@ -111,6 +119,27 @@ TEST(ParameterLayout, StagesTogetherHoldEveryTensorOnce) {
     EXPECT_EQ(holders[tensor.name], tensor.name == "wte.weight" ? 2 : 1) << tensor.name;
   }
   EXPECT_EQ(holders.size(), whole.tensors().size());
+}
+
+TEST(ParameterLayout, StagesTogetherHoldEveryTensorOnce) {
+  const GptConfig config = smallConfig();
+  expectStagesHoldEveryTensorOnce(config, {{0, 1, 1, 0}, {1, 3, 1, 0}, {3, 4, 1, 0}});
+}
+
+// Two stages of two chunks each (Megatron's interleaved placement: stage s holds virtual
+// stages s and s + 2); and with an uneven cut over six layers.
+TEST(ParameterLayout, InterleavedStagesHoldTheirChunksAndEveryTensorOnce) {
+  const GptConfig config = smallConfig();
+  expectStagesHoldEveryTensorOnce(
+      config, {ModelPart::ofChunks({{0, 1}, {2, 3}}), ModelPart::ofChunks({{1, 2}, {3, 4}})});
+  GptConfig six = config;
+  six.layers = 6;
+  expectStagesHoldEveryTensorOnce(
+      six, {ModelPart::ofChunks({{0, 1}, {3, 5}}), ModelPart::ofChunks({{1, 3}, {5, 6}})});
+  const ParameterLayout last(config, ModelPart::ofChunks({{1, 2}, {3, 4}}));
+  EXPECT_TRUE(last.hasTiedCopy());
+  EXPECT_FALSE(last.part().isWhole(config));
+  EXPECT_EQ(last.chunks().size(), 2u);
 }
 
 // Megatron's split, tensor by tensor: what is column-parallel, row-parallel, replicated.
@@ -226,6 +255,15 @@ TEST(ParameterLayout, InvalidPartsNameWhatIsWrong) {
   EXPECT_NE(validatePart(oddVocab, {0, 4, 8, 0}).message().find("padded vocabulary 204"),
             std::string::npos);
   EXPECT_EQ(validatePart(config, ModelPart::whole(config)).code(), ccSuccess);
+  // Chunks: apart (adjacent ones are one chunk), ascending, non-empty, spanning the part.
+  EXPECT_NE(messageOf(ModelPart::ofChunks({{0, 1}, {1, 2}})).find("chunk [1, 2)"),
+            std::string::npos);
+  EXPECT_NE(messageOf(ModelPart::ofChunks({{2, 3}, {0, 1}})).find("not a non-empty range"),
+            std::string::npos);
+  ModelPart unspanned = ModelPart::ofChunks({{0, 1}, {2, 3}});
+  unspanned.endLayer = 4;
+  EXPECT_NE(messageOf(unspanned).find("do not span layers [0, 4)"), std::string::npos);
+  EXPECT_EQ(validatePart(config, ModelPart::ofChunks({{0, 1}, {2, 4}})).code(), ccSuccess);
 }
 
 }  // namespace

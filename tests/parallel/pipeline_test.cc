@@ -6,6 +6,8 @@
 //   step, where one process adds the two per micro-batch, and Adam carries that rounding
 //   on; so the loss bound of the DP and TP tests, 1e-5 relative, and for the weights the
 //   norm of the difference within 1e-5 of the weights' norm (expectWeightsClose);
+// - interleaved (V = 2 chunks per stage) likewise at M = P and 2P (it needs M a multiple of
+//   P), and composed with plain DP over an uneven cut, and with DP, TP and SP;
 // - dp = 2 x pp = 2 x tp = 2 at ZeRO-1 with activation recomputation (8 ranks) matches the
 //   one-process run (without it) as well (the
 //   weights to 1e-4: DP's and TP's own reordering, kMeshWeightTolerance);
@@ -165,27 +167,34 @@ struct Case {
   int pp;
   ScheduleKind schedule;
   int microBatches;
+  int chunks = 1;  // interleaved's model chunks per stage
 };
 
-void PrintTo(const Case& c, std::ostream* out) {
-  *out << "pp " << c.pp << " " << scheduleName(c.schedule) << " M " << c.microBatches;
+std::string describe(const Case& c) {
+  return "pp " + std::to_string(c.pp) + " " + scheduleName(c.schedule) +
+         (c.chunks > 1 ? " V " + std::to_string(c.chunks) : "") + " M " +
+         std::to_string(c.microBatches);
 }
+
+void PrintTo(const Case& c, std::ostream* out) { *out << describe(c); }
 
 class PipelineEquivalence : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PipelineEquivalence, MatchesTheOneProcessLossesAndWeights) {
   const Case c = GetParam();
   constexpr int kSteps = 12, kRows = 2;
-  const auto directory = scratchDirectory(std::to_string(c.pp) + scheduleName(c.schedule) +
-                                          std::to_string(c.microBatches));
+  const auto directory =
+      scratchDirectory(std::to_string(c.pp) + scheduleName(c.schedule) + std::to_string(c.chunks) +
+                       std::to_string(c.microBatches));
   const std::string reference = (directory / "one.safetensors").string();
   const std::string piped = (directory / "pp.safetensors").string();
   TrainOptions options = pipelineOptions(kRows, c.microBatches, kSteps);
+  options.model.layers = std::max(options.model.layers, c.pp * c.chunks);
   options.schedule = c.schedule;
+  options.virtualStages = c.chunks;
   const std::vector<double> expected = oneProcessRun(options, kSteps, reference);
-  const std::string what = "pp " + std::to_string(c.pp) + " " + scheduleName(c.schedule) + " M " +
-                           std::to_string(c.microBatches);
-  trainOnMeshAgainst(options, {1, c.pp, 1}, expected, piped, what.c_str());
+  const std::string what = describe(c);
+  trainOnMeshAgainst(options, {1, c.pp, 1, {}, c.chunks}, expected, piped, what.c_str());
   expectWeightsClose(weightDifference(options.model, piped, reference), options, kSteps,
                      "pipeline");
   std::filesystem::remove_all(directory);
@@ -197,6 +206,8 @@ std::vector<Case> equivalenceCases() {
     for (ScheduleKind schedule : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
       for (int m : {1, pp, 2 * pp + 1}) cases.push_back({pp, schedule, m});
     }
+    // Interleaved needs M a multiple of P (Megatron's rule, plan.h).
+    for (int m : {pp, 2 * pp}) cases.push_back({pp, ScheduleKind::kInterleaved, m, 2});
   }
   return cases;
 }
@@ -207,6 +218,8 @@ INSTANTIATE_TEST_SUITE_P(Schedules, PipelineEquivalence, ::testing::ValuesIn(equ
                                               std::to_string(caseInfo.param.pp) + "_" +
                                               scheduleName(caseInfo.param.schedule) + "_m" +
                                               std::to_string(caseInfo.param.microBatches);
+                           if (caseInfo.param.chunks > 1)
+                             name += "_v" + std::to_string(caseInfo.param.chunks);
                            for (char& ch : name) {
                              if (ch == '-') ch = '_';
                            }
@@ -244,6 +257,49 @@ TEST(PipelineMesh, Dp2Pp2Tp2AtZero1WithRecomputationMatchesTheOneProcessRun) {
   trainOnMeshAgainst(options, {2, 2, 2}, expected, meshed, "dp 2 x pp 2 x tp 2");
   expectWeightsClose(weightDifference(whole.model, meshed, reference), whole, kSteps,
                      "dp 2 x pp 2 x tp 2", kMeshWeightTolerance);
+  std::filesystem::remove_all(directory);
+}
+
+// Interleaved with the other axes. dp 2 runs plain DP, whose reductions start during
+// backward, and must start each chunk's only after its last backward; the cut is uneven
+// (1, 2, 2, 1 blocks in virtual-stage order). Then dp 2 x pp 2 x tp 2 with sequence
+// parallelism, ZeRO-1 and recomputation.
+TEST(PipelineMesh, InterleavedComposesWithDataAndTensorParallelism) {
+  constexpr int kSteps = 8, kRows = 4, kMicroBatches = 4;
+  const auto directory = scratchDirectory("interleaved_mesh");
+  const std::string reference = (directory / "one.safetensors").string();
+  const std::string meshed = (directory / "mesh.safetensors").string();
+  TrainOptions whole = pipelineOptions(kRows, kMicroBatches, kSteps);
+  whole.model.layers = 6;
+  std::vector<double> expected = oneProcessRun(whole, kSteps, reference);
+  TrainOptions options = pipelineOptions(kRows / 2, kMicroBatches, kSteps);
+  options.model.layers = 6;
+  options.schedule = ScheduleKind::kInterleaved;
+  options.virtualStages = 2;
+  options.parallel.bucketBytes = 4096;  // buckets of a tensor or two: each launched when final
+  trainOnMeshAgainst(options, MeshShape{2, 2, 1, {1, 2, 2, 1}, 2}, expected, meshed,
+                     "dp 2 x pp 2 interleaved, cut 1 2 2 1", [&](const Mesh& mesh, int) {
+                       const ModelPart part = mesh.modelPart(options.model);
+                       ASSERT_EQ(part.chunks.size(), 2u);
+                       const bool first = mesh.coordinates().pp == 0;
+                       EXPECT_EQ(part.chunks[0].first, first ? 0 : 1);
+                       EXPECT_EQ(part.chunks[0].end, first ? 1 : 3);
+                       EXPECT_EQ(part.chunks[1].first, first ? 3 : 5);
+                       EXPECT_EQ(part.chunks[1].end, first ? 5 : 6);
+                     });
+  expectWeightsClose(weightDifference(whole.model, meshed, reference), whole, kSteps,
+                     "dp 2 x pp 2 interleaved", kMeshWeightTolerance);
+
+  whole.model.layers = 4;
+  expected = oneProcessRun(whole, kSteps, reference);
+  options.model.layers = 4;
+  options.parallel.zeroStage = 1;
+  options.recompute = true;
+  options.sequenceParallel = true;
+  trainOnMeshAgainst(options, MeshShape{2, 2, 2, {}, 2}, expected, meshed,
+                     "dp 2 x pp 2 interleaved x tp 2 sp");
+  expectWeightsClose(weightDifference(whole.model, meshed, reference), whole, kSteps,
+                     "dp 2 x pp 2 interleaved x tp 2 sp", kMeshWeightTolerance);
   std::filesystem::remove_all(directory);
 }
 

@@ -74,25 +74,12 @@ double peakResidentMiB() {
 
 // What the model's state and activations add up to (docs/TRAINING.md, "Memory"); under
 // DP, ZeRO's accounting per rank (dp/data_parallel.h).
-// Activation arenas this rank holds: one, or a pipeline stage's most micro-batches in flight.
-int arenasOf(const Trainer& trainer) {
-  const PipelineStage* pipeline = trainer.pipeline();
-  return pipeline == nullptr
-             ? 1
-             : pipeline->prediction().peakInFlight[static_cast<size_t>(pipeline->stage())];
-}
-
-// The activation elements this rank holds (docs/TRAINING.md's formulas), with what a
-// zb-h1 stage's Bs leave its Ws per micro-batch in flight.
+// The activation elements this rank holds (docs/TRAINING.md's formulas): one arena, or a
+// pipeline stage's arenas for its most micro-batches in flight.
 size_t activationElements(const Trainer& trainer) {
-  const size_t stash =
-      trainer.pipeline() != nullptr && trainer.options().schedule == ScheduleKind::kZeroBubbleH1
-          ? static_cast<size_t>(arenasOf(trainer)) *
-                trainer.model().weightStashElements(trainer.options().batch)
-          : 0;
-  return activationElementCount(trainer.model().layout(), trainer.options().batch,
-                                arenasOf(trainer), trainer.options().recompute) +
-         stash;
+  if (trainer.pipeline() != nullptr) return trainer.pipeline()->activationElements();
+  return activationElementCount(trainer.model().layout(), trainer.options().batch, 1,
+                                trainer.options().recompute);
 }
 
 double expectedMiB(const Trainer& trainer) {
@@ -204,7 +191,8 @@ int run(const Options& parsed) {
     (void)ccCommUserRank(world, &worldRank);
     (void)ccCommCount(world, &worldSize);
     auto created = Mesh::create(
-        world, MeshShape{options.dp, options.pp, options.tp, options.ppLayers}, train.model);
+        world, MeshShape{options.dp, options.pp, options.tp, options.ppLayers, train.virtualStages},
+        train.model);
     if (!created.isOk()) {
       if (worldSize == 1)
         return fail(

@@ -68,8 +68,9 @@ parallel:  --dp N (1) --tp N (1; heads and the padded vocab divisible by it) --p
 config:    --config FILE (YAML or JSON: parallel_config, zero_config, model, batch, optimizer,
            training; docs/TRAINING.md; flags given as well override the file)
 pipeline:  --schedule gpipe|1f1b|interleaved|zb-h1 (1f1b) over --grad-accum micro-batches
-           --virtual-stages V (interleaved) --pp-plan FILE.svg (draw the plan with its
-           predicted bubble and exit; gpipe, 1f1b and zb-h1 run, interleaved is planned only)
+           --virtual-stages V (interleaved: V model chunks per stage; --pp-layers then
+           lists pp x V virtual stages) --pp-plan FILE.svg (draw the plan with its
+           predicted bubble and exit)
 )";
 }
 
@@ -240,18 +241,21 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
   if (!options.evalPath.empty() && !options.stepsGiven) train.steps = 0;
   if (train.warmup > train.steps) train.warmup = train.steps;
   CC_TRY(model.validate());
+  // Interleaved: the layers are cut into pp x V virtual stages.
+  const int virtualStages = options.pp * train.virtualStages;
+  const std::string stages = train.virtualStages > 1
+                                 ? "--pp x --virtual-stages " + std::to_string(virtualStages)
+                                 : "--pp " + std::to_string(options.pp);
   if (!options.ppLayers.empty()) {
     int total = 0;
     for (int layers : options.ppLayers) total += layers;
-    if (static_cast<int>(options.ppLayers.size()) != options.pp || total != model.layers) {
+    if (static_cast<int>(options.ppLayers.size()) != virtualStages || total != model.layers) {
       return invalidArgument("--pp-layers: " + std::to_string(options.ppLayers.size()) +
-                             " stages of " + std::to_string(total) + " blocks in all, for --pp " +
-                             std::to_string(options.pp) + " and --layers " +
-                             std::to_string(model.layers));
+                             " stages of " + std::to_string(total) + " blocks in all, for " +
+                             stages + " and --layers " + std::to_string(model.layers));
     }
-  } else if (model.layers % options.pp != 0) {
-    return invalidArgument("--pp " + std::to_string(options.pp) + " does not divide --layers " +
-                           std::to_string(model.layers) +
+  } else if (model.layers % virtualStages != 0) {
+    return invalidArgument(stages + " does not divide --layers " + std::to_string(model.layers) +
                            " (each stage holds as many blocks; or cut it with --pp-layers)");
   }
   if (train.sequenceParallel && options.tp == 1)

@@ -39,8 +39,7 @@ std::vector<Segment> layerUnits(const ParameterLayout& layout, size_t paddedSize
   const size_t n = static_cast<size_t>(world);
   auto roundDown = [n](size_t offset) { return offset / n * n; };
   std::vector<size_t> starts = {0};
-  for (int layer = layout.firstLayer(); layer < layout.endLayer(); ++layer)
-    starts.push_back(roundDown(layout.blockBegin(layer)));
+  for (const BlockOffsets& block : layout.blocks()) starts.push_back(roundDown(block.begin));
   starts.push_back(roundDown(layout.lnfWeight()));
   starts.push_back(paddedSize);
   std::vector<Segment> units;

@@ -20,21 +20,29 @@ Status validateMeshShape(const MeshShape& shape, int worldSize, const GptConfig&
                            " ranks, but the job has " + std::to_string(worldSize) +
                            " (the product must equal the world size)");
   }
+  if (shape.chunks < 1 || (shape.chunks > 1 && shape.pp == 1)) {
+    return invalidArgument(text + ": " + std::to_string(shape.chunks) +
+                           " model chunks per stage (virtual stages): at least 1, and above 1 "
+                           "only with pp above 1");
+  }
+  const int virtualStages = shape.pp * shape.chunks;
+  const std::string stages =
+      shape.chunks > 1 ? "pp x virtual stages " + std::to_string(virtualStages) : "pp";
   if (!shape.stageLayers.empty()) {
     int total = 0;
     for (int layers : shape.stageLayers) {
       if (layers < 1) return invalidArgument(text + ": a pipeline stage of no blocks");
       total += layers;
     }
-    if (static_cast<int>(shape.stageLayers.size()) != shape.pp || total != model.layers) {
+    if (static_cast<int>(shape.stageLayers.size()) != virtualStages || total != model.layers) {
       return invalidArgument(text + ": a cut into " + std::to_string(shape.stageLayers.size()) +
-                             " stages of " + std::to_string(total) + " blocks for pp " +
-                             std::to_string(shape.pp) + " and " + std::to_string(model.layers) +
-                             " layers");
+                             " stages of " + std::to_string(total) + " blocks for " + stages + " " +
+                             std::to_string(virtualStages) + " and " +
+                             std::to_string(model.layers) + " layers");
     }
-  } else if (model.layers % shape.pp != 0) {
-    return invalidArgument(text + ": pp " + std::to_string(shape.pp) + " does not divide the " +
-                           std::to_string(model.layers) + " layers");
+  } else if (model.layers % virtualStages != 0) {
+    return invalidArgument(text + ": " + stages + " " + std::to_string(virtualStages) +
+                           " does not divide the " + std::to_string(model.layers) + " layers");
   }
   if (model.heads % shape.tp != 0) {
     return invalidArgument(text + ": tp " + std::to_string(shape.tp) + " does not divide the " +
@@ -73,19 +81,25 @@ Result<std::unique_ptr<Mesh>> Mesh::create(ccComm_t world, const MeshShape& shap
   return mesh;
 }
 
-std::pair<int, int> Mesh::stageLayers(const GptConfig& model, int stage) const {
-  if (shape_.stageLayers.empty()) {
-    const int perStage = model.layers / shape_.pp;
-    return {stage * perStage, (stage + 1) * perStage};
-  }
+ModelPart Mesh::stagePart(const GptConfig& model, int stage) const {
+  const int virtualStages = shape_.pp * shape_.chunks;
+  std::vector<int> sizes = shape_.stageLayers;
+  if (sizes.empty()) sizes.assign(static_cast<size_t>(virtualStages), model.layers / virtualStages);
+  std::vector<LayerRange> chunks;
   int first = 0;
-  for (int s = 0; s < stage; ++s) first += shape_.stageLayers[static_cast<size_t>(s)];
-  return {first, first + shape_.stageLayers[static_cast<size_t>(stage)]};
+  for (int v = 0; v < virtualStages; ++v) {
+    const int size = sizes[static_cast<size_t>(v)];
+    if (v % shape_.pp == stage) chunks.push_back({first, first + size});
+    first += size;
+  }
+  return ModelPart::ofChunks(std::move(chunks));
 }
 
 ModelPart Mesh::modelPart(const GptConfig& model) const {
-  const auto [first, end] = stageLayers(model, coordinates_.pp);
-  return ModelPart{first, end, shape_.tp, coordinates_.tp};
+  ModelPart part = stagePart(model, coordinates_.pp);
+  part.tpSize = shape_.tp;
+  part.tpRank = coordinates_.tp;
+  return part;
 }
 
 Mesh::~Mesh() {

@@ -2,7 +2,9 @@
 // + t), as picotron's grid. Each axis is a communicator made once with ccCommSplit: the
 // ranks that differ only in that coordinate. A rank's coordinates say which part of the
 // model it holds (modelPart: its pipeline stage's blocks, an even cut unless the shape
-// gives one, and its TP shard).
+// gives one, and its TP shard). With chunks V > 1 (an interleaved schedule) the blocks are
+// cut into pp x V virtual stages and stage s holds virtual stages s, s + pp, ..., s + (V -
+// 1) pp (Megatron's placement, pp/plan.h).
 #pragma once
 
 #include <cc/cc.h>
@@ -22,9 +24,10 @@ struct MeshShape {
   int dp = 1;
   int pp = 1;
   int tp = 1;
-  // Blocks per pipeline stage (Megatron's uneven first and last stages); empty: pp equal
-  // stages.
+  // Blocks per virtual stage (Megatron's uneven first and last stages), pp x chunks of
+  // them; empty: equal virtual stages.
   std::vector<int> stageLayers;
+  int chunks = 1;  // model chunks per pipeline stage (--virtual-stages)
   int size() const { return dp * pp * tp; }
 };
 
@@ -33,9 +36,9 @@ struct MeshCoordinates {
 };
 
 // Refuses a shape that cannot run: a dimension below 1, a product that is not the world
-// size, pp not dividing the layers (or a cut that is not pp stages of at least one block
-// adding up to them), tp not dividing the heads or the padded vocabulary.
-// The message says which.
+// size, pp x chunks not dividing the layers (or a cut that is not pp x chunks virtual
+// stages of at least one block adding up to them), chunks above 1 without pp above 1, tp not
+// dividing the heads or the padded vocabulary. The message says which.
 Status validateMeshShape(const MeshShape& shape, int worldSize, const GptConfig& model);
 
 class Mesh {
@@ -54,11 +57,10 @@ class Mesh {
   ccComm_t dp() const { return dp_; }
   ccComm_t pp() const { return pp_; }
   ccComm_t tp() const { return tp_; }
-  // This rank's part of the model: an even cut of the layers into pp stages, and its TP
-  // shard.
+  // This rank's part of the model: its pipeline stage's chunks, and its TP shard.
   ModelPart modelPart(const GptConfig& model) const;
-  // Blocks [first, end) of pipeline stage `stage`.
-  std::pair<int, int> stageLayers(const GptConfig& model, int stage) const;
+  // The part pipeline stage `stage` holds, unsharded (its chunks in ascending order).
+  ModelPart stagePart(const GptConfig& model, int stage) const;
 
   // Collective: every rank's coordinates, host and pid, as a table (rank 0 prints it).
   Result<std::string> placementTable() const;

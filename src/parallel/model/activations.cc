@@ -61,16 +61,17 @@ BlockActivations<T> carveBlock(const Sizes& s, Take& take, bool onlyOutput) {
 // One walk over an arena or a workspace, used both to count and to hand out pointers,
 // so the two cannot disagree. take(count) returns the next count elements.
 template <typename T, typename Take>
-void carveArena(const ParameterLayout& layout, int maxBatch, bool recompute, Take take,
+void carveArena(const ParameterLayout& layout, int chunk, int maxBatch, bool recompute, Take take,
                 std::vector<BlockActivations<T>>* blocks, T** input, HeadActivations<T>* head) {
   const Sizes s = sizesOf(layout, maxBatch);
-  for (int layer = layout.firstLayer(); layer < layout.endLayer(); ++layer) {
+  const LayerRange range = layout.chunks()[static_cast<size_t>(chunk)];
+  for (int layer = range.first; layer < range.end; ++layer) {
     BlockActivations<T> block = carveBlock<T>(s, take, recompute);
     if (blocks != nullptr) blocks->push_back(block);
   }
   T* in = take(s.localRows * s.width);
   if (input != nullptr) *input = in;
-  if (layout.hasHead()) {
+  if (range.end == layout.config().layers) {
     HeadActivations<T> carved{};
     carved.lnf = take(s.localRows * s.width);
     carved.lnfMean = take(s.localRows);
@@ -137,22 +138,24 @@ struct Carver {
 }  // namespace
 
 template <typename T>
-size_t ActivationArena<T>::elementCount(const ParameterLayout& layout, int maxBatch,
-                                        bool recompute) {
+size_t ActivationArena<T>::elementCount(const ParameterLayout& layout, int maxBatch, bool recompute,
+                                        int chunk) {
   Counter<T> counter;
-  carveArena<T>(layout, maxBatch, recompute, std::ref(counter), nullptr, nullptr, nullptr);
+  carveArena<T>(layout, chunk, maxBatch, recompute, std::ref(counter), nullptr, nullptr, nullptr);
   return counter.total;
 }
 
 template <typename T>
-ActivationArena<T>::ActivationArena(const ParameterLayout& layout, int maxBatch, bool recompute)
+ActivationArena<T>::ActivationArena(const ParameterLayout& layout, int maxBatch, bool recompute,
+                                    int chunk)
     : maxBatch_(maxBatch),
       seq_(layout.config().seq),
-      firstLayer_(layout.firstLayer()),
+      firstLayer_(layout.chunks()[static_cast<size_t>(chunk)].first),
       rowShards_(layout.part().sequenceParallel ? layout.part().tpSize : 1),
       rowShard_(layout.part().sequenceParallel ? layout.part().tpRank : 0),
-      storage_(elementCount(layout, maxBatch, recompute)) {
-  carveArena<T>(layout, maxBatch, recompute, Carver<T>{storage_.data()}, &blocks_, &input_, &head_);
+      storage_(elementCount(layout, maxBatch, recompute, chunk)) {
+  carveArena<T>(layout, chunk, maxBatch, recompute, Carver<T>{storage_.data()}, &blocks_, &input_,
+                &head_);
 }
 
 template <typename T>

@@ -2,10 +2,11 @@
 // flight: its tokens and every tensor forward keeps for backward, over the blocks of one
 // model part (a pipeline stage, a TP shard), carved from one allocation whose size follows
 // from the layout and the batch. A schedule that keeps several micro-batches in flight
-// (1F1B holds up to P) holds several arenas; a block's activations are their own slice,
-// so recomputation can drop and rebuild one block's. The Workspace is the scratch one
-// piece uses while it runs (the projection output, one block's worth of gradients, the
-// logits' gradient), shared by every arena of a model because pieces run one at a time.
+// (1F1B holds up to P) holds several arenas (an interleaved stage, several per chunk); a block's
+// activations are their own slice, so recomputation can drop and rebuild one block's. The Workspace
+// is the scratch one piece uses while it runs (the projection output, one block's worth of
+// gradients, the logits' gradient), shared by every arena of a model because pieces run one at a
+// time.
 #pragma once
 
 #include <cstddef>
@@ -53,13 +54,17 @@ class ActivationArena {
  public:
   // recompute: keep only each block's output (the next block's input) and rebuild the rest
   // in backward (Gpt's activation recomputation); the block's other pointers are null.
-  ActivationArena(const ParameterLayout& layout, int maxBatch, bool recompute = false);
+  // chunk: which of the layout's chunks (its blocks, and the head where the chunk ends the
+  // model) the arena is for; an interleaved stage keeps arenas per chunk.
+  ActivationArena(const ParameterLayout& layout, int maxBatch, bool recompute = false,
+                  int chunk = 0);
   ActivationArena(const ActivationArena&) = delete;
   ActivationArena& operator=(const ActivationArena&) = delete;
   ActivationArena(ActivationArena&&) = default;
 
   // Elements one arena holds for this part and batch (docs/TRAINING.md's formula).
-  static size_t elementCount(const ParameterLayout& layout, int maxBatch, bool recompute = false);
+  static size_t elementCount(const ParameterLayout& layout, int maxBatch, bool recompute = false,
+                             int chunk = 0);
 
   int maxBatch() const { return maxBatch_; }
   // The micro-batch's tokens, [batch, seq] row-major: inputs where the part has the

@@ -137,7 +137,7 @@ void Gpt<T>::embeddingForward(ActivationArena<T>& arena) {
 
 template <typename T>
 void Gpt<T>::requireEveryLayer(const char* what) const {
-  if (layout_.hasEmbeddings() && layout_.hasHead()) return;
+  if (layout_.hasEmbeddings() && layout_.hasHead() && layout_.chunks().size() == 1) return;
   // A pipeline stage runs its pieces from a schedule; the whole-model loop is a caller's bug.
   std::fprintf(stderr, "Gpt::%s: the model part holds layers [%d, %d) of %d; run its pieces\n",
                what, layout_.firstLayer(), layout_.endLayer(), config_.layers);
@@ -348,8 +348,7 @@ typename Gpt<T>::StashOffsets Gpt<T>::stashOffsets(size_t rows) const {
   o.lnf = head;
   o.blocks = head + (layout_.hasHead() ? rows * c : 0);
   o.perBlock = rows * (4 * c + static_cast<size_t>(layout_.shard().hidden) + 3 * c);
-  o.embedding =
-      o.blocks + o.perBlock * static_cast<size_t>(layout_.endLayer() - layout_.firstLayer());
+  o.embedding = o.blocks + o.perBlock * layout_.blocks().size();
   o.total = o.embedding + (layout_.hasEmbeddings() ? rows * c : 0);
   return o;
 }
@@ -361,9 +360,9 @@ size_t Gpt<T>::weightStashElements(int maxBatch) const {
 
 template <typename T>
 void Gpt<T>::requireSplitBackward(const char* what) const {
-  if (layout_.part().tpSize == 1 && !recompute_) return;
+  if (layout_.part().tpSize == 1 && !recompute_ && layout_.chunks().size() == 1) return;
   std::fprintf(stderr,
-               "Gpt::%s: the split backward runs on unsharded parts without "
+               "Gpt::%s: the split backward runs on unsharded parts of one chunk without "
                "recomputation\n",
                what);
   std::abort();

@@ -98,8 +98,9 @@ class Gpt {
   // headBackward writes d(loss)/d(the head's input) into it, blockBackward turns
   // d/d(the block's output) into d/d(its input), embeddingBackward consumes it. Every
   // backward accumulates into the gradients.
-  ActivationArena<T> makeArena(int maxBatch) const {
-    return ActivationArena<T>(layout_, maxBatch, recompute_);
+  // chunk: which of the layout's chunks the arena runs (an interleaved pipeline stage's).
+  ActivationArena<T> makeArena(int maxBatch, int chunk = 0) const {
+    return ActivationArena<T>(layout_, maxBatch, recompute_, chunk);
   }
   bool recomputes() const { return recompute_; }
   void embeddingForward(ActivationArena<T>& arena);

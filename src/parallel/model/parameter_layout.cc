@@ -1,8 +1,20 @@
 #include "parallel/model/parameter_layout.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 
 namespace cc::parallel {
+
+ModelPart ModelPart::ofChunks(std::vector<LayerRange> ranges, int tpSize, int tpRank) {
+  ModelPart part;
+  part.firstLayer = ranges.empty() ? 0 : ranges.front().first;
+  part.endLayer = ranges.empty() ? 0 : ranges.back().end;
+  part.tpSize = tpSize;
+  part.tpRank = tpRank;
+  if (ranges.size() > 1) part.chunks = std::move(ranges);
+  return part;
+}
 
 Status validatePart(const GptConfig& config, const ModelPart& part) {
   if (part.firstLayer < 0 || part.endLayer > config.layers || part.firstLayer >= part.endLayer) {
@@ -10,6 +22,22 @@ Status validatePart(const GptConfig& config, const ModelPart& part) {
                            std::to_string(part.endLayer) +
                            ") is not a non-empty range inside the " +
                            std::to_string(config.layers) + " layers");
+  }
+  if (!part.chunks.empty()) {
+    int previousEnd = -1;
+    for (const LayerRange& chunk : part.chunks) {
+      if (chunk.size() < 1 || chunk.first <= previousEnd) {
+        return invalidArgument("model part: chunk [" + std::to_string(chunk.first) + ", " +
+                               std::to_string(chunk.end) +
+                               ") is empty or not after the previous chunk with a gap");
+      }
+      previousEnd = chunk.end;
+    }
+    if (part.chunks.front().first != part.firstLayer || part.chunks.back().end != part.endLayer) {
+      return invalidArgument("model part: the chunks do not span layers [" +
+                             std::to_string(part.firstLayer) + ", " +
+                             std::to_string(part.endLayer) + ")");
+    }
   }
   if (part.tpSize < 1 || part.tpRank < 0 || part.tpRank >= part.tpSize) {
     return invalidArgument("model part: tensor-parallel rank " + std::to_string(part.tpRank) +
@@ -41,7 +69,7 @@ ParameterLayout::ParameterLayout(const GptConfig& config)
     : ParameterLayout(config, ModelPart::whole(config)) {}
 
 ParameterLayout::ParameterLayout(const GptConfig& config, const ModelPart& part)
-    : config_(config), part_(part) {
+    : config_(config), part_(part), chunks_(part.layerRanges()) {
   const size_t vocab = static_cast<size_t>(config.paddedVocab());
   const size_t seq = static_cast<size_t>(config.seq);
   const size_t width = static_cast<size_t>(config.width);
@@ -57,8 +85,13 @@ ParameterLayout::ParameterLayout(const GptConfig& config, const ModelPart& part)
     headWeight_ = add("wte.weight", {vocab, width}, true, SplitAxis::kRows);
     tensors_.back().tiedCopy = true;
   }
-  for (int layer = part.firstLayer; layer < part.endLayer; ++layer)
-    blocks_.push_back(addBlock(layer));
+  blockIndex_.assign(static_cast<size_t>(part.endLayer - part.firstLayer), -1);
+  for (const LayerRange& chunk : part.layerRanges()) {
+    for (int layer = chunk.first; layer < chunk.end; ++layer) {
+      blockIndex_[static_cast<size_t>(layer - part.firstLayer)] = static_cast<int>(blocks_.size());
+      blocks_.push_back(addBlock(layer));
+    }
+  }
   if (hasHead()) {
     lnf_ = addLayerNorm("ln_f");
     if (hasEmbeddings()) headWeight_ = wte_;
@@ -70,6 +103,18 @@ ParameterLayout::ParameterLayout(const GptConfig& config, const ModelPart& part)
     for (const TensorSlice& tensor : whole.tensors()) fullIndex[tensor.name] = tensor.fullIndex;
     for (TensorSlice& tensor : tensors_) tensor.fullIndex = fullIndex.at(tensor.name);
   }
+}
+
+const BlockOffsets& ParameterLayout::block(int layer) const {
+  const int index = layer >= part_.firstLayer && layer < part_.endLayer
+                        ? blockIndex_[static_cast<size_t>(layer - part_.firstLayer)]
+                        : -1;
+  if (index < 0) {
+    std::fprintf(stderr, "ParameterLayout: block %d is not in this part (layers [%d, %d))\n", layer,
+                 part_.firstLayer, part_.endLayer);
+    std::abort();
+  }
+  return blocks_[static_cast<size_t>(index)];
 }
 
 BlockOffsets ParameterLayout::addBlock(int layer) {

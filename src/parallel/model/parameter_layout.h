@@ -108,9 +108,13 @@ class ParameterLayout {
   // embeddings.
   bool hasTiedCopy() const { return hasHead() && !hasEmbeddings(); }
 
-  // Blocks [firstLayer, endLayer) of the whole model.
+  // Blocks [firstLayer, endLayer) of the whole model (the span of the chunks where the part
+  // has several), and the chunks: the ranges of blocks it holds, in the buffer's order.
   int firstLayer() const { return part_.firstLayer; }
   int endLayer() const { return part_.endLayer; }
+  const std::vector<LayerRange>& chunks() const { return chunks_; }
+  // Every block the part holds, ascending.
+  const std::vector<BlockOffsets>& blocks() const { return blocks_; }
   bool hasEmbeddings() const { return part_.hasEmbeddings(); }
   bool hasHead() const { return part_.hasHead(config_); }
 
@@ -122,10 +126,8 @@ class ParameterLayout {
   size_t lnfWeight() const { return lnf_.weight; }
   size_t lnfBias() const { return lnf_.bias; }
   size_t headWeight() const { return headWeight_; }
-  // `layer` counts in the whole model and lies in [firstLayer, endLayer).
-  const BlockOffsets& block(int layer) const {
-    return blocks_[static_cast<size_t>(layer - part_.firstLayer)];
-  }
+  // `layer` counts in the whole model and is one of the part's blocks (else aborts).
+  const BlockOffsets& block(int layer) const;
   // The slice of the buffer that holds block `layer` (for per-layer buckets).
   size_t blockBegin(int layer) const { return block(layer).begin; }
   size_t blockEnd(int layer) const { return block(layer).end; }
@@ -142,7 +144,9 @@ class ParameterLayout {
   ModelPart part_;
   ShardDimensions shard_;
   std::vector<TensorSlice> tensors_;
+  std::vector<LayerRange> chunks_;
   std::vector<BlockOffsets> blocks_;
+  std::vector<int> blockIndex_;  // per layer of [firstLayer, endLayer): into blocks_, or -1
   size_t totalSize_ = 0;
   size_t wte_ = 0, wpe_ = 0, headWeight_ = 0;
   LayerNormOffsets lnf_;

@@ -18,13 +18,29 @@ bool accumulates(const Action& action) {
          (action.work == Work::kBackward || action.work == Work::kBackwardWeight);
 }
 
-// The last compute on the stage that accumulates gradients: the step's communicating one.
-size_t lastBackward(const std::vector<Action>& actions) {
-  size_t last = actions.size();
+// Per action: whether it is the last compute that accumulates its chunk's gradients (after
+// it they are final for this step).
+std::vector<bool> lastOfChunk(const std::vector<Action>& actions, int chunks) {
+  std::vector<size_t> last(static_cast<size_t>(chunks), actions.size());
   for (size_t i = 0; i < actions.size(); ++i) {
-    if (accumulates(actions[i])) last = i;
+    if (accumulates(actions[i])) last[static_cast<size_t>(actions[i].chunk)] = i;
   }
-  return last;
+  std::vector<bool> result(actions.size(), false);
+  for (size_t index : last) {
+    if (index < actions.size()) result[index] = true;
+  }
+  return result;
+}
+
+// The step's communicating compute: the first of the chunks' last ones. From it to the end
+// of the step only backwards run (every forward precedes the last chunk's last backward),
+// and the chunks finish from the last to the first, as their gradients lie in the buffer
+// from its end towards its start.
+size_t communicatingCompute(const std::vector<bool>& lastOfChunk) {
+  for (size_t i = 0; i < lastOfChunk.size(); ++i) {
+    if (lastOfChunk[i]) return i;
+  }
+  return lastOfChunk.size();
 }
 
 }  // namespace
@@ -33,11 +49,11 @@ Result<std::unique_ptr<PipelineStage>> PipelineStage::create(ccComm_t world, ccC
                                                              Gpt<float>& model, const Plan& plan,
                                                              int microBatchRows,
                                                              GptObserver* inner) {
-  if (plan.shape.chunks > 1) {
-    return invalidArgument(std::string("pipeline: schedule ") + scheduleName(plan.kind) +
-                           " is planned and simulated (cc-train --pp-plan draws it) but the "
-                           "executor does not run it yet: it needs several model chunks per "
-                           "stage; use gpipe, 1f1b or zb-h1");
+  if (static_cast<int>(model.layout().chunks().size()) != plan.shape.chunks) {
+    return invalidArgument("pipeline: the plan has " + std::to_string(plan.shape.chunks) +
+                           " model chunks per stage, the stage's model part " +
+                           std::to_string(model.layout().chunks().size()) +
+                           " (the mesh cuts the layers into --pp x --virtual-stages)");
   }
   const bool split = plan.kind == ScheduleKind::kZeroBubbleH1;
   if (split && (model.layout().part().tpSize > 1 || model.recomputes())) {
@@ -69,14 +85,22 @@ Result<std::unique_ptr<PipelineStage>> PipelineStage::create(ccComm_t world, ccC
   std::unique_ptr<PipelineStage> created(
       new PipelineStage(pp, model, plan, stage, microBatchRows, inner));
   CC_ASSIGN_OR_RETURN(created->prediction_, simulate(plan));
-  const int slots = created->prediction_.peakInFlight[static_cast<size_t>(stage)];
-  for (int slot = 0; slot < slots; ++slot) {
-    created->arenas_.push_back(model.makeArena(microBatchRows));
-    created->gradients_.emplace_back(created->hiddenCount());
-    if (split) created->stashes_.emplace_back(model.weightStashElements(microBatchRows));
-    created->freeSlots_.push_back(slots - 1 - slot);
+  // Slots per chunk, as many as the plan holds of that chunk at once.
+  const std::vector<int>& peaks =
+      created->prediction_.peakInFlightPerChunk[static_cast<size_t>(stage)];
+  for (int chunk = 0; chunk < plan.shape.chunks; ++chunk) {
+    const int slots = peaks[static_cast<size_t>(chunk)];
+    const int base = static_cast<int>(created->arenas_.size());
+    created->firstSlot_.push_back(base);
+    created->freeSlots_.emplace_back();
+    for (int slot = 0; slot < slots; ++slot) {
+      created->freeSlots_.back().push_back(base + slots - 1 - slot);  // the lowest taken first
+      created->arenas_.push_back(model.makeArena(microBatchRows, chunk));
+      created->gradients_.emplace_back(created->hiddenCount());
+      if (split) created->stashes_.emplace_back(model.weightStashElements(microBatchRows));
+    }
   }
-  created->lastSend_.assign(static_cast<size_t>(slots), 0);
+  created->lastSend_.assign(created->arenas_.size(), 0);
   CC_TRY(ccCall(ccStreamCreate(&created->stream_), pp, "pp: ccStreamCreate"));
   model.setObserver(created.get());
   return created;
@@ -90,7 +114,8 @@ PipelineStage::PipelineStage(ccComm_t pp, Gpt<float>& model, const Plan& plan, i
       stage_(stage),
       rows_(rows),
       inner_(inner),
-      slotOf_(static_cast<size_t>(plan.shape.microBatches), -1) {
+      chunkLayers_(model.layout().chunks()),
+      slotOf_(static_cast<size_t>(plan.shape.microBatches * plan.shape.chunks), -1) {
   const ParameterLayout& layout = model.layout();
   if (plan.shape.stages > 1 && (layout.hasEmbeddings() || layout.hasTiedCopy())) {
     const TensorSlice& tied = layout.tensors().front();  // wte, or the last stage's copy
@@ -110,24 +135,25 @@ size_t PipelineStage::hiddenCount() const {
          static_cast<size_t>(model_.config().width);
 }
 
-int PipelineStage::slotFor(int microBatch) {
-  int& slot = slotOf_[static_cast<size_t>(microBatch)];
+int PipelineStage::slotFor(int microBatch, int chunk) {
+  int& slot = slotOf_[static_cast<size_t>(microBatch * plan_.shape.chunks + chunk)];
   if (slot < 0) {
-    if (freeSlots_.empty()) {
+    std::vector<int>& free = freeSlots_[static_cast<size_t>(chunk)];
+    if (free.empty()) {
       // The simulator counted the most micro-batches in flight; more is a bug here.
-      std::fprintf(stderr, "pp: stage %d needs more than its %zu activation slots\n", stage_,
-                   arenas_.size());
+      std::fprintf(stderr, "pp: stage %d needs more activation slots for chunk %d\n", stage_,
+                   chunk);
       std::abort();
     }
-    slot = freeSlots_.back();
-    freeSlots_.pop_back();
+    slot = free.back();
+    free.pop_back();
   }
   return slot;
 }
 
-void PipelineStage::releaseSlot(int microBatch) {
-  int& slot = slotOf_[static_cast<size_t>(microBatch)];
-  freeSlots_.push_back(slot);
+void PipelineStage::releaseSlot(int key) {
+  int& slot = slotOf_[static_cast<size_t>(key)];
+  freeSlots_[static_cast<size_t>(key % plan_.shape.chunks)].push_back(slot);
   slot = -1;
 }
 
@@ -143,7 +169,7 @@ Status PipelineStage::enqueue(const Action& group) {
     if (!sends) releaseFinishedSlots();
     for (const Transfer& t : group.transfers) {
       if (t.send != sends || !posted.isOk()) continue;
-      const int slot = slotFor(t.microBatch);
+      const int slot = slotFor(t.microBatch, t.chunk);
       ActivationArena<float>& arena = arenas_[static_cast<size_t>(slot)];
       float* gradient = gradients_[static_cast<size_t>(slot)].data();
       if (t.send) {
@@ -203,8 +229,8 @@ Result<double> PipelineStage::runStep(const StepHooks& hooks, float lossScale) {
     computes_[k] = 0;
   }
   const std::vector<Action>& actions = plan_.stages[static_cast<size_t>(stage_)];
-  const size_t communicating = lastBackward(actions);
-  const int first = model_.layout().firstLayer(), end = model_.layout().endLayer();
+  const std::vector<bool> final = lastOfChunk(actions, plan_.shape.chunks);
+  const size_t communicating = communicatingCompute(final);
   std::vector<int32_t> inputs, targets;
   double lossSum = 0;
   for (size_t index = 0; index < actions.size(); ++index) {
@@ -215,52 +241,60 @@ Result<double> PipelineStage::runStep(const StepHooks& hooks, float lossScale) {
     }
     // A slot frees once the group after its backward (the gradient's send) is queued.
     releaseFinishedSlots();
-    const int slot = slotFor(action.microBatch);
+    const int slot = slotFor(action.microBatch, action.chunk);
     ActivationArena<float>& arena = arenas_[static_cast<size_t>(slot)];
     float* gradient = gradients_[static_cast<size_t>(slot)].data();
+    const LayerRange layers = chunkLayers_[static_cast<size_t>(action.chunk)];
+    const bool embeds = firstStage() && action.chunk == 0;
+    const bool heads = lastStage() && action.chunk == plan_.shape.chunks - 1;
+    // Data parallelism's communicating bracket opens at `communicating` and stays open to
+    // the end of the step; before it, each accumulating compute is a bracket of its own.
+    const bool opens = index <= communicating, closes = index < communicating;
+    forwardFinal_ = final[index];
     const auto started = std::chrono::steady_clock::now();
     const double waitedBefore = waitSeconds_;
     if (action.work == Work::kForward) {
       // Its input arrived (or this stage embeds), and nothing still reads this slot.
-      CC_TRY(firstStage() ? waitForSends(slot) : waitForTransfers());
+      CC_TRY(embeds ? waitForSends(slot) : waitForTransfers());
       hooks.fill(action.microBatch, inputs, targets);
       arena.setBatch(inputs, targets, rows_);
-      if (firstStage()) model_.embeddingForward(arena);
-      for (int layer = first; layer < end; ++layer) model_.blockForward(layer, arena);
-      if (lastStage()) lossSum += model_.headForward(arena);
+      if (embeds) model_.embeddingForward(arena);
+      for (int layer = layers.first; layer < layers.end; ++layer) model_.blockForward(layer, arena);
+      if (heads) lossSum += model_.headForward(arena);
     } else if (action.work == Work::kBackwardWeight) {
       float* stash = stashes_[static_cast<size_t>(slot)].data();
-      const bool communicates = index == communicating;
-      CC_TRY(hooks.beginBackward(communicates));
-      if (lastStage()) model_.headBackwardWeight(arena, stash);
-      for (int layer = end - 1; layer >= first; --layer)
+      if (opens) CC_TRY(hooks.beginBackward(index == communicating));
+      if (heads) model_.headBackwardWeight(arena, stash);
+      for (int layer = layers.end - 1; layer >= layers.first; --layer)
         model_.blockBackwardWeight(layer, arena, stash);
-      if (firstStage()) model_.embeddingBackwardWeight(arena, stash);
-      if (!communicates) CC_TRY(hooks.endBackward());
+      if (embeds) model_.embeddingBackwardWeight(arena, stash);
+      if (closes) CC_TRY(hooks.endBackward());
     } else if (action.work == Work::kBackwardInput) {
-      CC_TRY(lastStage() ? waitForSends(slot) : waitForTransfers());
+      CC_TRY(heads ? waitForSends(slot) : waitForTransfers());
       float* stash = stashes_[static_cast<size_t>(slot)].data();
-      if (lastStage()) model_.headBackwardInput(arena, gradient, lossScale, stash);
-      for (int layer = end - 1; layer >= first; --layer)
+      if (heads) model_.headBackwardInput(arena, gradient, lossScale, stash);
+      for (int layer = layers.end - 1; layer >= layers.first; --layer)
         model_.blockBackwardInput(layer, arena, gradient, stash);
-      if (firstStage()) model_.embeddingBackwardInput(arena, gradient, stash);
+      if (embeds) model_.embeddingBackwardInput(arena, gradient, stash);
     } else {
-      CC_TRY(lastStage() ? waitForSends(slot) : waitForTransfers());
-      const bool communicates = index == communicating;
-      CC_TRY(hooks.beginBackward(communicates));
-      if (lastStage()) model_.headBackward(arena, gradient, lossScale);
-      for (int layer = end - 1; layer >= first; --layer)
+      CC_TRY(heads ? waitForSends(slot) : waitForTransfers());
+      if (opens) CC_TRY(hooks.beginBackward(index == communicating));
+      if (heads) model_.headBackward(arena, gradient, lossScale);
+      for (int layer = layers.end - 1; layer >= layers.first; --layer)
         model_.blockBackward(layer, arena, gradient);
-      if (firstStage()) model_.embeddingBackward(arena, gradient);
-      if (!communicates) CC_TRY(hooks.endBackward());
+      if (embeds) model_.embeddingBackward(arena, gradient);
+      if (closes) CC_TRY(hooks.endBackward());
     }
+    forwardFinal_ = true;
     CC_TRY(hooks.afterCompute());
     const int kind = static_cast<int>(action.work);
     computeSeconds_[kind] +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() -
         (waitSeconds_ - waitedBefore);
     ++computes_[kind];
-    if (accumulates(action)) finished_.push_back(action.microBatch);
+    if (accumulates(action)) {
+      finished_.push_back(action.microBatch * plan_.shape.chunks + action.chunk);
+    }
   }
   releaseFinishedSlots();
   CC_TRY(waitForTransfers());
@@ -295,23 +329,40 @@ Status PipelineStage::sumTiedGradients() {
 Result<double> PipelineStage::forwardOnly(std::span<const int32_t> inputs,
                                           std::span<const int32_t> targets) {
   CC_TRY(waitForTransfers());
-  ActivationArena<float>& arena = arenas_.front();
-  arena.setBatch(inputs, targets, rows_);
   const size_t count = hiddenCount();
-  if (!firstStage()) {
-    CC_TRY(ccCall(ccRecv(arena.input(), count, ccFloat32, stage_ - 1, pp_, nullptr), pp_,
-                  "pp: receive of an activation from the previous stage (evaluation)"));
-  } else {
-    model_.embeddingForward(arena);
+  const int stages = plan_.shape.stages, chunks = plan_.shape.chunks;
+  // The batch goes round the stages once per chunk, as the training plan's forwards do.
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    ActivationArena<float>& arena =
+        arenas_[static_cast<size_t>(firstSlot_[static_cast<size_t>(chunk)])];
+    arena.setBatch(inputs, targets, rows_);
+    if (firstStage() && chunk == 0) {
+      model_.embeddingForward(arena);
+    } else {
+      CC_TRY(ccCall(
+          ccRecv(arena.input(), count, ccFloat32, (stage_ + stages - 1) % stages, pp_, nullptr),
+          pp_, "pp: receive of an activation from the previous stage (evaluation)"));
+    }
+    const LayerRange layers = chunkLayers_[static_cast<size_t>(chunk)];
+    for (int layer = layers.first; layer < layers.end; ++layer) model_.blockForward(layer, arena);
+    if (lastStage() && chunk == chunks - 1) return model_.headForward(arena);
+    CC_TRY(ccCall(ccSend(arena.output(), count, ccFloat32, (stage_ + 1) % stages, pp_, nullptr),
+                  pp_, "pp: send of an activation to the next stage (evaluation)"));
   }
-  for (int layer = model_.layout().firstLayer(); layer < model_.layout().endLayer(); ++layer)
-    model_.blockForward(layer, arena);
-  if (!lastStage()) {
-    CC_TRY(ccCall(ccSend(arena.output(), count, ccFloat32, stage_ + 1, pp_, nullptr), pp_,
-                  "pp: send of an activation to the next stage (evaluation)"));
-    return 0.0;
+  return 0.0;
+}
+
+size_t PipelineStage::activationElements() const {
+  const ParameterLayout& layout = model_.layout();
+  const bool recompute = model_.recomputes();
+  size_t total = Workspace<float>::elementCount(layout, rows_, recompute);
+  for (int chunk = 0; chunk < plan_.shape.chunks; ++chunk) {
+    const size_t slots = static_cast<size_t>(
+        prediction_.peakInFlightPerChunk[static_cast<size_t>(stage_)][static_cast<size_t>(chunk)]);
+    total += slots * ActivationArena<float>::elementCount(layout, rows_, recompute, chunk);
   }
-  return model_.headForward(arena);
+  for (const std::vector<float>& stash : stashes_) total += stash.size();
+  return total;
 }
 
 void PipelineStage::beforeBlockForward(int layer) {
@@ -327,9 +378,9 @@ void PipelineStage::afterBlockBackward(int layer) {
   if (inner_ != nullptr) inner_->afterBlockBackward(layer);
 }
 void PipelineStage::gradientsFinalFrom(size_t offset) {
-  // The tied tensor is final only after sumTiedGradients; the communicating micro-batch's
-  // end then hands DP the rest.
-  if (inner_ != nullptr) inner_->gradientsFinalFrom(std::max(offset, tiedEnd_));
+  // Only a chunk's last backward finishes its gradients. The tied tensor is final only
+  // after sumTiedGradients; the communicating micro-batch's end then hands DP the rest.
+  if (inner_ != nullptr && forwardFinal_) inner_->gradientsFinalFrom(std::max(offset, tiedEnd_));
 }
 
 }  // namespace cc::parallel

@@ -22,10 +22,16 @@ Status planError(int stage, size_t index, const Action& action, const std::strin
 }
 
 // The static checks (simulate.h), and the most chunks in flight per stage.
-Result<std::vector<int>> check(const Plan& plan) {
+// The most micro-batches in flight per stage, in all and per chunk.
+struct Peaks {
+  std::vector<int> total;
+  std::vector<std::vector<int>> perChunk;
+};
+
+Result<Peaks> check(const Plan& plan) {
   const PipelineShape& shape = plan.shape;
   const int last = shape.virtualStages() - 1;
-  std::vector<int> peaks;
+  Peaks peaks;
   // (sender, receiver, gradient, micro-batch, sender's chunk) -> sends minus receives
   std::map<std::tuple<int, int, bool, int, int>, int> unmatched;
   // Per (sender, receiver): the transfers in the sender's order and in the receiver's. cc
@@ -35,6 +41,8 @@ Result<std::vector<int>> check(const Plan& plan) {
   for (int stage = 0; stage < shape.stages; ++stage) {
     std::vector<ChunkState> states(static_cast<size_t>(shape.microBatches * shape.chunks));
     int inFlight = 0, peak = 0;
+    std::vector<int> chunkInFlight(static_cast<size_t>(shape.chunks), 0);
+    std::vector<int> chunkPeak(chunkInFlight);
     const std::vector<Action>& actions = plan.stages[static_cast<size_t>(stage)];
     for (size_t index = 0; index < actions.size(); ++index) {
       const Action& action = actions[index];
@@ -55,6 +63,9 @@ Result<std::vector<int>> check(const Plan& plan) {
             if (virtualStage > 0 && !state->activationIn) return fail("its input was not received");
             state->forwarded = true;
             peak = std::max(peak, ++inFlight);
+            chunkPeak[static_cast<size_t>(action.chunk)] =
+                std::max(chunkPeak[static_cast<size_t>(action.chunk)],
+                         ++chunkInFlight[static_cast<size_t>(action.chunk)]);
             break;
           case Work::kBackward:
           case Work::kBackwardInput:
@@ -66,6 +77,7 @@ Result<std::vector<int>> check(const Plan& plan) {
             if (action.work == Work::kBackward) {
               state->weightGradient = true;
               --inFlight;
+              --chunkInFlight[static_cast<size_t>(action.chunk)];
             }
             break;
           case Work::kBackwardWeight:
@@ -73,6 +85,7 @@ Result<std::vector<int>> check(const Plan& plan) {
             if (state->weightGradient) return fail("W twice");
             state->weightGradient = true;
             --inFlight;
+            --chunkInFlight[static_cast<size_t>(action.chunk)];
             break;
         }
         continue;
@@ -112,7 +125,8 @@ Result<std::vector<int>> check(const Plan& plan) {
         }
       }
     }
-    peaks.push_back(peak);
+    peaks.total.push_back(peak);
+    peaks.perChunk.push_back(chunkPeak);
   }
   for (const auto& [key, count] : unmatched) {
     if (count != 0) {
@@ -191,7 +205,9 @@ Result<Simulation> simulate(const Plan& plan, const std::vector<CostModel>& stag
     return invalidArgument("pipeline plan: " + std::to_string(plan.stages.size()) +
                            " stage lists for " + std::to_string(plan.shape.stages) + " stages");
   Simulation result;
-  CC_ASSIGN_OR_RETURN(result.peakInFlight, check(plan));
+  CC_ASSIGN_OR_RETURN(Peaks peaks, check(plan));
+  result.peakInFlight = std::move(peaks.total);
+  result.peakInFlightPerChunk = std::move(peaks.perChunk);
   const size_t stages = plan.stages.size();
   std::vector<size_t> next(stages, 0);
   std::vector<double> clock(stages, 0.0);

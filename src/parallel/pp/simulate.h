@@ -42,7 +42,8 @@ struct Simulation {
   std::vector<double> busy;    // per stage: time computing
   std::vector<double> bubble;  // per stage: 1 - busy / makespan
   double meanBubble = 0;
-  std::vector<int> peakInFlight;  // per stage
+  std::vector<int> peakInFlight;                       // per stage
+  std::vector<std::vector<int>> peakInFlightPerChunk;  // [stage][chunk]
   std::vector<ComputeSpan> spans;
 };
 

@@ -272,8 +272,7 @@ Status Trainer::gatherStages(std::vector<float>& whole) {
   for (int stage = 1; stage < pipeline_->stages(); ++stage) {
     CC_TRY(ccCall(ccRecv(received.data(), received.size(), ccFloat32, stage, pp, nullptr), pp,
                   "pp: receive of stage " + std::to_string(stage) + "'s tensors for a checkpoint"));
-    const auto [first, end] = mesh_->stageLayers(options_.model, stage);
-    const ParameterLayout stageLayout(options_.model, ModelPart{first, end, 1, 0});
+    const ParameterLayout stageLayout(options_.model, mesh_->stagePart(options_.model, stage));
     for (const TensorSlice& tensor : stageLayout.tensors()) {
       if (tensor.tiedCopy) continue;  // stage 0 holds the same wte
       const TensorSlice& target = wholeLayout.tensors()[tensor.fullIndex];
