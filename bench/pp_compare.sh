@@ -2,7 +2,7 @@
 # Pipeline parallelism beside one process, in one run with the runs interleaved so that all
 # see the same machine: the default model with --grad-accum M micro-batches of --batch B rows,
 # on one process with one BLAS thread, and under `mpirun -np 2 cc-train --pp 2` with 1f1b,
-# gpipe and zb-h1 (one thread each). Per run: median tokens/s over the rounds and its ratio to one
+# gpipe, zb-h1 and interleaved with 2 model chunks per stage (one thread each). Per run: median tokens/s over the rounds and its ratio to one
 # process; per pipeline run the last round's measured bubble per stage beside the
 # simulator's prediction, and the activation memory (cc-train's accounting of the most
 # micro-batches a stage holds) and peak RSS of the largest rank.
@@ -33,7 +33,7 @@ median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
 
 args=(--batch "$batch" --grad-accum "$micro" --steps $((steps + 1)) --print-every 1000000 --threads 1)
 echo "model: default (L=4 H=4 C=256 T=128 V=256), $micro micro-batches of $batch rows a step"
-runs=(one pp2-1f1b pp2-gpipe pp2-zb-h1)
+runs=(one pp2-1f1b pp2-gpipe pp2-zb-h1 pp2-interleaved)
 declare -A rates
 for round in $(seq "$rounds"); do
   line="round $round:"
@@ -43,6 +43,7 @@ for round in $(seq "$rounds"); do
       pp2-1f1b) command=(mpirun --oversubscribe --bind-to none -np 2 "$train" "${args[@]}" --pp 2 --schedule 1f1b) ;;
       pp2-gpipe) command=(mpirun --oversubscribe --bind-to none -np 2 "$train" "${args[@]}" --pp 2 --schedule gpipe) ;;
       pp2-zb-h1) command=(mpirun --oversubscribe --bind-to none -np 2 "$train" "${args[@]}" --pp 2 --schedule zb-h1) ;;
+      pp2-interleaved) command=(mpirun --oversubscribe --bind-to none -np 2 "$train" "${args[@]}" --pp 2 --schedule interleaved --virtual-stages 2) ;;
     esac
     "${command[@]}" >"$work/$run.out" 2>&1 || { cat "$work/$run.out"; exit 1; }
     rate=$(grep '^summary:' "$work/$run.out" | field median_tokens_per_s)

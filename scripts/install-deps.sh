@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev # tests and micro-benchmarks
   libopenmpi-dev openmpi-bin                 # mpirun, and Open MPI as the peer in cc-bench
   iproute2 gawk                              # network namespaces for the two-host tests
+  jq                                         # the tests read CC_TRACE files
   clang libclang-rt-14-dev                   # libFuzzer
   clang-format                               # test.sh refuses unformatted sources
   libopenblas-dev                            # GEMMs of the reference model

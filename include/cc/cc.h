@@ -139,6 +139,15 @@ typedef struct {
 } ccTraffic_t;
 ccResult_t ccCommGetTraffic(const ccComm_t comm, ccTrafficKind_t kind, ccTraffic_t* traffic);
 
+/* Annotations (a cc extension, as NVTX ranges are beside NCCL): with CC_TRACE set, a range
+ * of the caller's own work (a forward, a backward) becomes a span in this rank's trace
+ * file, on a track of its own ("user ranges") beside the communicators' operations, so
+ * that compute and communication show in one timeline. Ranges nest: pop closes the
+ * latest range pushed on `comm` (ccInvalidArgument when none is open). The name is
+ * copied. Without CC_TRACE they keep the nesting and record nothing. */
+ccResult_t ccTraceRangePush(ccComm_t comm, const char* name);
+ccResult_t ccTraceRangePop(ccComm_t comm);
+
 /* A fixed string for a result code. */
 const char* ccGetErrorString(ccResult_t result);
 

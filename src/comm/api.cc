@@ -649,6 +649,24 @@ ccResult_t ccCommGetTraffic(const ccComm_t handle, ccTrafficKind_t kind, ccTraff
   });
 }
 
+ccResult_t ccTraceRangePush(ccComm_t handle, const char* name) {
+  return guarded(nullptr, [&]() -> Status {
+    if (name == nullptr) return invalidArgument("ccTraceRangePush: name is NULL");
+    CC_ASSIGN_OR_RETURN(auto comm, lookup(handle));
+    comm->pushRange(name);
+    return Status::ok();
+  });
+}
+
+ccResult_t ccTraceRangePop(ccComm_t handle) {
+  return guarded(nullptr, [&]() -> Status {
+    CC_ASSIGN_OR_RETURN(auto comm, lookup(handle));
+    if (!comm->popRange())
+      return invalidArgument("ccTraceRangePop: no range is open on this communicator");
+    return Status::ok();
+  });
+}
+
 ccResult_t ccCommUserRank(const ccComm_t handle, int* rank) {
   return guarded(nullptr, [&]() -> Status {
     if (rank == nullptr) return invalidArgument("ccCommUserRank: rank is NULL");

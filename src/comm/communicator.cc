@@ -151,6 +151,19 @@ void Communicator::setAsyncError(ccResult_t code) {
   asyncError_.compare_exchange_strong(expected, code);
 }
 
+void Communicator::pushRange(std::string name) {
+  std::lock_guard lock(rangeMutex_);
+  openRanges_.emplace_back(std::move(name), nowNanos());
+}
+
+bool Communicator::popRange() {
+  std::lock_guard lock(rangeMutex_);
+  if (openRanges_.empty()) return false;
+  if (trace_) trace_->recordRange(openRanges_.back().first, openRanges_.back().second, nowNanos());
+  openRanges_.pop_back();
+  return true;
+}
+
 void Communicator::setLastError(const std::string& message) {
   std::lock_guard lock(errorMutex_);
   lastError_ = message;

@@ -71,6 +71,10 @@ class Communicator {
   TraceSink* trace() const { return trace_.get(); }
   const std::shared_ptr<TraceSink>& traceShared() const { return trace_; }
   int lane() const { return lane_; }
+  // ccTraceRangePush/Pop: the ranges open on this communicator; pop records the latest in
+  // the trace (when there is one) and returns false when none is open.
+  void pushRange(std::string name);
+  bool popRange();
 
   // Memory shared with the ranks on this host (collectives/direct.cc decides what goes
   // in it): a rank's region after its doorbell page, null for ranks reached over the
@@ -178,6 +182,8 @@ class Communicator {
   std::string lastError_;
   std::unique_ptr<FlightRecorder> recorder_;
   std::shared_ptr<TraceSink> trace_;
+  std::mutex rangeMutex_;
+  std::vector<std::pair<std::string, int64_t>> openRanges_;  // name, start
 };
 
 // While it lives, the bytes `comm` moves count as `kind` (a ccTrafficKind_t).

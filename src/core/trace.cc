@@ -28,6 +28,33 @@ void TraceSink::record(const char* name, int lane, int64_t startNs, int64_t endN
   events_.push_back({name, lane, startNs, endNs, peer, bytes, sequence});
 }
 
+namespace {
+
+// `text` as a JSON string's contents (user ranges may name anything).
+std::string jsonEscaped(const char* text) {
+  std::string escaped;
+  for (const char* c = text; *c != '\0'; ++c) {
+    const auto byte = static_cast<unsigned char>(*c);
+    if (*c == '"' || *c == '\\') {
+      escaped += '\\';
+      escaped += *c;
+    } else if (byte < 0x20) {
+      escaped += fmt::format("\\u{:04x}", byte);
+    } else {
+      escaped += *c;
+    }
+  }
+  return escaped;
+}
+
+}  // namespace
+
+void TraceSink::recordRange(const std::string& name, int64_t startNs, int64_t endNs) {
+  std::lock_guard lock(mutex_);
+  const char* stored = names_.insert(name).first->c_str();
+  events_.push_back({stored, kUserLane, startNs, endNs, -1, 0, 0});
+}
+
 TraceSink::~TraceSink() {
   std::FILE* file = std::fopen(path_.c_str(), "w");
   if (file == nullptr) {
@@ -39,11 +66,16 @@ TraceSink::~TraceSink() {
                "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d "
                "(pid %d)\"}}",
                rank_, rank_, getpid());
+  std::fprintf(file,
+               ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{"
+               "\"name\":\"user ranges\"}}",
+               rank_, kUserLane);
   for (const Event& event : events_) {
     std::fprintf(file,
                  ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
                  "\"args\":{\"peer\":%d,\"bytes\":%zu,\"seq\":%llu}}",
-                 event.name, rank_, event.lane, static_cast<double>(event.startNs) / 1e3,
+                 jsonEscaped(event.name).c_str(), rank_, event.lane,
+                 static_cast<double>(event.startNs) / 1e3,
                  static_cast<double>(event.endNs - event.startNs) / 1e3, event.peer, event.bytes,
                  static_cast<unsigned long long>(event.sequence));
   }

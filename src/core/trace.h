@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ class TraceSink {
 
   void record(const char* name, int lane, int64_t startNs, int64_t endNs, int peer, size_t bytes,
               uint64_t sequence);
+  // A user range (ccTraceRangePush/Pop), on the user lane; the name is copied.
+  void recordRange(const std::string& name, int64_t startNs, int64_t endNs);
+  static constexpr int kUserLane = 1 << 20;  // communicators' lanes count from 0
 
  private:
   TraceSink(std::string path, int rank) : path_(std::move(path)), rank_(rank) {}
@@ -40,6 +44,7 @@ class TraceSink {
   int rank_;
   std::mutex mutex_;
   std::vector<Event> events_;
+  std::set<std::string> names_;  // user ranges' names, which events point into
 };
 
 enum class OpState { kQueued, kRunning, kDone, kFailed };

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/trace.h"
 #include "core/wire.h"
 #include "support/multi_rank.h"
 
@@ -345,11 +346,16 @@ TEST(Trace, WritesAChromeTraceFilePerRank) {
         ccComm_t comm = context.initComm();
         ASSERT_NE(comm, nullptr);
         int value = context.rank;
+        // A user range around the exchange, with one nested inside it.
+        CC_ASSERT_OK(ccTraceRangePush(comm, "step \"1\""));
+        CC_ASSERT_OK(ccTraceRangePush(comm, "exchange"));
         if (context.rank == 0) {
           CC_ASSERT_OK(ccSend(&value, 1, ccInt32, 1, comm, nullptr));
         } else {
           CC_ASSERT_OK(ccRecv(&value, 1, ccInt32, 0, comm, nullptr));
         }
+        CC_ASSERT_OK(ccTraceRangePop(comm));
+        CC_ASSERT_OK(ccTraceRangePop(comm));
         CC_ASSERT_OK(ccCommDestroy(comm));
       },
       options);
@@ -363,8 +369,38 @@ TEST(Trace, WritesAChromeTraceFilePerRank) {
     EXPECT_NE(json.find(rank == 0 ? "\"name\":\"send\"" : "\"name\":\"recv\""), std::string::npos)
         << json;
     EXPECT_NE(json.find("\"bytes\":4"), std::string::npos) << json;
+    // The ranges on their own lane, named, the name escaped.
+    const std::string lane = "\"tid\":" + std::to_string(TraceSink::kUserLane);
+    EXPECT_NE(json.find("\"name\":\"user ranges\""), std::string::npos) << json;
+    EXPECT_NE(json.find("{\"name\":\"exchange\",\"ph\":\"X\",\"pid\":" + std::to_string(rank) +
+                        "," + lane),
+              std::string::npos)
+        << json;
+    EXPECT_NE(json.find("{\"name\":\"step \\\"1\\\"\",\"ph\":\"X\""), std::string::npos) << json;
     std::remove((prefix + ".rank" + std::to_string(rank) + ".json").c_str());
   }
+}
+
+// Without CC_TRACE the ranges still nest: a pop with none open, a NULL name or comm are
+// errors naming what is wrong.
+TEST(Trace, RangesCheckTheirArguments) {
+  runRanks(1, [](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    ASSERT_NE(comm, nullptr);
+    EXPECT_EQ(ccTraceRangePop(comm), ccInvalidArgument);
+    EXPECT_NE(std::string(ccGetLastError(nullptr)).find("no range is open"), std::string::npos)
+        << ccGetLastError(nullptr);
+    EXPECT_EQ(ccTraceRangePush(comm, nullptr), ccInvalidArgument);
+    EXPECT_NE(std::string(ccGetLastError(nullptr)).find("name is NULL"), std::string::npos)
+        << ccGetLastError(nullptr);
+    EXPECT_EQ(ccTraceRangePush(nullptr, "x"), ccInvalidArgument);
+    EXPECT_EQ(ccTraceRangePush(comm, "outer"), ccSuccess);
+    EXPECT_EQ(ccTraceRangePush(comm, "inner"), ccSuccess);
+    EXPECT_EQ(ccTraceRangePop(comm), ccSuccess);
+    EXPECT_EQ(ccTraceRangePop(comm), ccSuccess);
+    EXPECT_EQ(ccTraceRangePop(comm), ccInvalidArgument);
+    CC_ASSERT_OK(ccCommDestroy(comm));
+  });
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cc-train under mpirun (-np 2 --dp 2 with zero 0 and 3, -np 4 --dp 4 --zero 2, -np 4 --dp 2
 # --tp 2 --zero 1, -np 2 --tp 2, the last two with --sp, -np 2 --pp 2 with 1f1b and gpipe,
-# -np 4 --dp 2 --pp 2 --zero 1) logs the same loss at every step
+# -np 4 --dp 2 --pp 2 --zero 1, -np 2 --pp 2 interleaved with --trace) logs the same loss at
+# every step
 # as the one-process run on the same global batch (8 rows), to the
 # tolerance data_parallel_test.cc explains (1e-5 relative), widened to 3e-5
 # because the CSV keeps 6 significant digits (up to 1e-5 relative at a loss near 1).
@@ -12,6 +13,17 @@ command -v "$mpirun" >/dev/null || { echo "no mpirun: skipped"; exit 77; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 model=(--layers 2 --heads 4 --width 64 --seq 32 --vocab 200 --steps 50 --warmup 5 --lr 1e-2 --seed 7 --print-every 25)
+
+# The loss logged at every step of run $2 is run $1's, to 3e-5 relative, for 50 steps.
+compare() {
+  paste -d, "$work/$1.csv" "$work/$2.csv" | awk -F, -v name="$2" '
+    NR == 1 { next }
+    { one = $2; dp = $8; d = one - dp; if (d < 0) d = -d; r = d / one; if (r > worst) worst = r
+      if (r > 3e-5) { printf "step %s: one process %s, %s %s\n", $1, one, name, dp; bad = 1 } }
+    END { printf "%s: %d steps, largest relative loss difference %.3g\n", name, NR - 1, worst
+          if (NR != 51) { print "expected 50 steps"; exit 1 }
+          exit bad }'
+}
 
 "$train" "${model[@]}" --batch 8 --log "$work/one.csv" >"$work/one.out"
 # dp 2 with zero 0 and 3, dp 4 with zero 2 (4 ranks x 2 rows), dp 2 x tp 2, tp 2, both
@@ -37,11 +49,21 @@ for run in "2 0 1 1" "2 3 1 1" "4 2 1 1" "2 1 2 1" "1 0 2 1" "2 1 2 1 --sp" "1 0
   fi
   grep -q "memory at start-up: expected_mib" "$work/$name.out" || { echo "no memory line"; exit 1; }
   grep -q "sent_mib_per_step" "$work/$name.out" || { echo "no bytes-per-step figure"; cat "$work/$name.out"; exit 1; }
-  paste -d, "$work/$reference.csv" "$work/$name.csv" | awk -F, -v name="$name" '
-    NR == 1 { next }
-    { one = $2; dp = $8; d = one - dp; if (d < 0) d = -d; r = d / one; if (r > worst) worst = r
-      if (r > 3e-5) { printf "step %s: one process %s, %s %s\n", $1, one, name, dp; bad = 1 } }
-    END { printf "%s: %d steps, largest relative loss difference %.3g\n", name, NR - 1, worst
-          if (NR != 51) { print "expected 50 steps"; exit 1 }
-          exit bad }'
+  compare "$reference" "$name"
 done
+
+# Interleaved (2 chunks per stage: 4 layers) traced: the same losses as one process, and each
+# rank's trace holds its forwards and backwards per micro-batch and chunk (F0, F0.1, BW0.1)
+# on the user lane beside cc's sends and receives.
+"$train" "${model[@]}" --layers 4 --batch 2 --grad-accum 4 --log "$work/one-m4-l4.csv" >"$work/one-m4-l4.out"
+"$mpirun" --allow-run-as-root --oversubscribe -np 2 "$train" "${model[@]}" --layers 4 --pp 2 \
+  --schedule interleaved --virtual-stages 2 --batch 2 --grad-accum 4 --trace "$work/trace" \
+  --log "$work/interleaved.csv" >"$work/interleaved.out" 2>&1 || { cat "$work/interleaved.out"; exit 1; }
+compare one-m4-l4 interleaved
+for rank in 0 1; do
+  for name in F0 F3 F0.1 F3.1 BW0 BW3.1 send recv; do
+    jq -e --arg name "$name" '[.traceEvents[] | select(.name == $name and .ph == "X")] | length > 0' \
+      "$work/trace.rank$rank.json" >/dev/null || { echo "rank $rank's trace has no $name"; exit 1; }
+  done
+done
+echo "interleaved: traces hold the compute spans beside the transfers"

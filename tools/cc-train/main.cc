@@ -185,7 +185,17 @@ int run(const Options& parsed) {
   } worldGuard;
   ccComm_t& world = worldGuard.comm;
   std::unique_ptr<Mesh> mesh;
-  if (options.dp > 1 || options.tp > 1 || options.pp > 1 || launcherWorldSize() > 1) {
+  const bool communicates =
+      options.dp > 1 || options.tp > 1 || options.pp > 1 || launcherWorldSize() > 1;
+  if (!options.tracePrefix.empty()) {
+    if (!communicates) {
+      return fail(Status(ccInvalidArgument,
+                         "--trace records what the ranks' communicators see: run under a "
+                         "launcher (mpirun -np N) or with --dp, --tp or --pp above 1"));
+    }
+    ::setenv("CC_TRACE", options.tracePrefix.c_str(), 1);
+  }
+  if (communicates) {
     const Status initialised = ccCall(ccCommInitFromEnv(&world), nullptr, "ccCommInitFromEnv");
     if (!initialised.isOk()) return fail(initialised);
     (void)ccCommUserRank(world, &worldRank);

@@ -71,6 +71,9 @@ pipeline:  --schedule gpipe|1f1b|interleaved|zb-h1 (1f1b) over --grad-accum micr
            --virtual-stages V (interleaved: V model chunks per stage; --pp-layers then
            lists pp x V virtual stages) --pp-plan FILE.svg (draw the plan with its
            predicted bubble and exit)
+trace:     --trace PREFIX (as CC_TRACE=PREFIX: each rank writes PREFIX.rank<R>.json, its
+           forwards and backwards (F, B, W per micro-batch and chunk) and waits beside cc's
+           operations, for Perfetto; needs a communicator, i.e. a launcher or a mesh)
 )";
 }
 
@@ -176,6 +179,12 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
       {"--pp-plan",
        [&](auto&, auto& v) {
          options.planPath = v;
+         return Status::ok();
+       }},
+      {"--trace",
+       [&](auto& f, auto& v) -> Status {
+         if (v.empty()) return invalidArgument(f + " needs a file prefix");
+         options.tracePrefix = v;
          return Status::ok();
        }},
       {"--zero",

@@ -30,6 +30,7 @@ struct Options {
   int pp = 1;                 // --pp: pipeline stages
   std::vector<int> ppLayers;  // --pp-layers: blocks per stage (empty: an even cut)
   std::string planPath;       // --pp-plan: draw the pipeline plan as an SVG, then exit
+  std::string tracePrefix;    // --trace: CC_TRACE for this run's communicators
   float bucketMiB = 25.0f;    // --bucket-mb (train.parallel.bucketBytes)
   bool help = false;
 };

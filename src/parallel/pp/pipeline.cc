@@ -200,9 +200,11 @@ void PipelineStage::releaseFinishedSlots() {
 Status PipelineStage::waitForTransfers() {
   if (drained_ == queued_) return Status::ok();
   const auto start = std::chrono::steady_clock::now();
+  (void)ccTraceRangePush(pp_, "wait");
   const Status status =
       ccCall(ccStreamSynchronize(stream_), pp_,
              "pp: stage " + std::to_string(stage_) + " waiting for its neighbours");
+  (void)ccTraceRangePop(pp_);
   waitSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   drained_ = queued_;
   return status;
@@ -251,6 +253,9 @@ Result<double> PipelineStage::runStep(const StepHooks& hooks, float lossScale) {
     // the end of the step; before it, each accumulating compute is a bracket of its own.
     const bool opens = index <= communicating, closes = index < communicating;
     forwardFinal_ = final[index];
+    // F3, B3, W3 or BW3 (".1" for chunk 1) in the CC_TRACE timeline, around the compute
+    // and its wait for received data.
+    (void)ccTraceRangePush(pp_, describe(action).c_str());
     const auto started = std::chrono::steady_clock::now();
     const double waitedBefore = waitSeconds_;
     if (action.work == Work::kForward) {
@@ -286,6 +291,7 @@ Result<double> PipelineStage::runStep(const StepHooks& hooks, float lossScale) {
       if (closes) CC_TRY(hooks.endBackward());
     }
     forwardFinal_ = true;
+    (void)ccTraceRangePop(pp_);
     CC_TRY(hooks.afterCompute());
     const int kind = static_cast<int>(action.work);
     computeSeconds_[kind] +=
@@ -300,7 +306,10 @@ Result<double> PipelineStage::runStep(const StepHooks& hooks, float lossScale) {
   CC_TRY(waitForTransfers());
   // The tied exchange waits for the other end of the pipeline to finish: bubble too.
   const auto tiedStart = std::chrono::steady_clock::now();
-  CC_TRY(sumTiedGradients());
+  (void)ccTraceRangePush(pp_, "tied embedding sum");
+  const Status tied = sumTiedGradients();
+  (void)ccTraceRangePop(pp_);
+  CC_TRY(tied);
   waitSeconds_ +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - tiedStart).count();
   if (communicating < actions.size()) CC_TRY(hooks.endBackward());

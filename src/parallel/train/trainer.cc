@@ -169,8 +169,16 @@ Status Trainer::runStep(StepResult& result) {
     // The source was made with this rank's (rank, world): global batch index x world + rank.
     source_->fill(stepIndex * options_.gradAccum + micro, inputs_, targets_);
     if (dp != nullptr) CC_TRY(dp->beginMicroBatch(micro + 1 == options_.gradAccum));
+    // F0, BW0, ... in the CC_TRACE timeline, as the pipeline's.
+    ccComm_t traced = mesh_ != nullptr ? mesh_->world() : nullptr;
+    if (traced != nullptr) (void)ccTraceRangePush(traced, ("F" + std::to_string(micro)).c_str());
     lossSum += model_.forward(inputs_, targets_, options_.batch);
+    if (traced != nullptr) {
+      (void)ccTraceRangePop(traced);
+      (void)ccTraceRangePush(traced, ("BW" + std::to_string(micro)).c_str());
+    }
     model_.backward(microScale);
+    if (traced != nullptr) (void)ccTraceRangePop(traced);
     CC_TRY(tensorParallelStatus());
     if (dp != nullptr) CC_TRY(dp->endMicroBatch());
   }
