@@ -367,18 +367,18 @@ int run(const Options& parsed) {
       for (const CostModel& cost : stageCosts) values.push_back(cost.*field);
       return median(values);
     };
-    const double mine[4] = {median(bubbles), medianOf(&CostModel::forward),
+    const double mine[5] = {median(bubbles), medianOf(&CostModel::forward),
                             medianOf(&CostModel::backwardInput),
-                            medianOf(&CostModel::backwardWeight)};
-    std::vector<double> all(4 * static_cast<size_t>(worldSize));
-    (void)ccAllGather(mine, all.data(), 4, ccFloat64, world, nullptr);
+                            medianOf(&CostModel::backwardWeight), medianOf(&CostModel::transfer)};
+    std::vector<double> all(5 * static_cast<size_t>(worldSize));
+    (void)ccAllGather(mine, all.data(), 5, ccFloat64, world, nullptr);
     if (leader) {
       std::vector<CostModel> measured;
       std::printf("pipeline: %s, measured_bubble", scheduleName(train.schedule));
       for (int stage = 0; stage < options.pp; ++stage) {
-        const double* at = &all[4 * static_cast<size_t>(stage * options.tp)];
+        const double* at = &all[5 * static_cast<size_t>(stage * options.tp)];
         std::printf(" %.3f", at[0]);
-        measured.push_back(CostModel{at[1], at[2], at[3], 0});
+        measured.push_back(CostModel{at[1], at[2], at[3], at[4]});
       }
       std::printf(" predicted_bubble");
       for (double bubble : trainer.pipeline()->prediction().bubble) std::printf(" %.3f", bubble);
@@ -387,7 +387,7 @@ int run(const Options& parsed) {
         std::printf(" at_measured_costs");
         for (double bubble : atMeasured->bubble) std::printf(" %.3f", bubble);
       }
-      std::printf(" (per stage)\n");
+      std::printf(" (per stage) link_ms %.3f\n", 1e3 * measured.front().transfer);
     }
   }
   const double peak = peakOverRanks(world);

@@ -102,6 +102,7 @@ Result<std::unique_ptr<PipelineStage>> PipelineStage::create(ccComm_t world, ccC
   }
   created->lastSend_.assign(created->arenas_.size(), 0);
   CC_TRY(ccCall(ccStreamCreate(&created->stream_), pp, "pp: ccStreamCreate"));
+  CC_ASSIGN_OR_RETURN(created->linkSeconds_, created->measureLink());
   model.setObserver(created.get());
   return created;
 }
@@ -214,6 +215,35 @@ Status PipelineStage::waitForSends(int slot) {
   return lastSend_[static_cast<size_t>(slot)] > drained_ ? waitForTransfers() : Status::ok();
 }
 
+Result<double> PipelineStage::measureLink() {
+  const size_t count = hiddenCount();
+  const int stages = plan_.shape.stages;
+  std::vector<float> outgoing(count, 0.0f), incoming(count);
+  std::vector<double> seconds;
+  for (int round = 0; round < 7; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    CC_TRY(ccCall(ccGroupStart(), pp_, "pp: ccGroupStart"));
+    Status posted =
+        ccCall(ccSend(outgoing.data(), count, ccFloat32, (stage_ + 1) % stages, pp_, nullptr), pp_,
+               "pp: send of the link measurement");
+    if (posted.isOk()) {
+      posted = ccCall(
+          ccRecv(incoming.data(), count, ccFloat32, (stage_ + stages - 1) % stages, pp_, nullptr),
+          pp_, "pp: receive of the link measurement");
+    }
+    const Status ended = ccCall(ccGroupEnd(), pp_, "pp: the link measurement");
+    CC_TRY(posted);
+    CC_TRY(ended);
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(seconds.begin(), seconds.end());
+  double median = seconds[seconds.size() / 2];
+  CC_TRY(ccCall(ccAllReduce(&median, &median, 1, ccFloat64, ccMax, pp_, nullptr), pp_,
+                "pp: all-reduce of the link measurement"));
+  return median;
+}
+
 CostModel PipelineStage::lastCosts() const {
   auto mean = [&](Work work) {
     const int k = static_cast<int>(work);
@@ -221,7 +251,7 @@ CostModel PipelineStage::lastCosts() const {
   };
   const double whole = mean(Work::kBackward);
   return CostModel{mean(Work::kForward), whole > 0 ? whole / 2 : mean(Work::kBackwardInput),
-                   whole > 0 ? whole / 2 : mean(Work::kBackwardWeight), 0};
+                   whole > 0 ? whole / 2 : mean(Work::kBackwardWeight), linkSeconds_};
 }
 
 Result<double> PipelineStage::runStep(const StepHooks& hooks, float lossScale) {

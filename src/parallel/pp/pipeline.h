@@ -74,7 +74,8 @@ class PipelineStage final : public GptObserver {
   // How long this stage waited for received data in the last step (the measured bubble).
   double lastWaitSeconds() const { return waitSeconds_; }
   // The mean time of this stage's forward, B and W in the last step, in seconds (a whole
-  // backward counts half as B, half as W), for simulate() with measured costs.
+  // backward counts half as B, half as W), and the link's time for one activation
+  // (measured at creation), for simulate() with measured costs.
   CostModel lastCosts() const;
   const Plan& plan() const { return plan_; }
   // Activation elements this stage holds: its arenas (per chunk, the most micro-batches the
@@ -102,6 +103,10 @@ class PipelineStage final : public GptObserver {
   Status waitForTransfers();
   Status waitForSends(int slot);
   Status sumTiedGradients();
+  // One activation's time on the links: every stage sends one to the next stage and
+  // receives one from the previous (a ring shift, all links at once, as a plan's paired
+  // groups move them), seven times; the median, the slowest stage's.
+  Result<double> measureLink();
 
   ccComm_t pp_;
   Gpt<float>& model_;
@@ -126,6 +131,7 @@ class PipelineStage final : public GptObserver {
   std::vector<uint64_t> lastSend_;           // per slot: the group that last sent from it
   uint64_t queued_ = 0, drained_ = 0;        // groups queued, and all before drained_ are done
   double waitSeconds_ = 0;
+  double linkSeconds_ = 0;
   double computeSeconds_[4] = {0, 0, 0, 0};  // per Work, in the last step
   int computes_[4] = {0, 0, 0, 0};
 };
