@@ -180,11 +180,13 @@ TEST(GptPieces, RecomputationGivesTheSameLossAndGradientsBitForBit) {
     ASSERT_EQ(kept.gradients()[i], rebuilt.gradients()[i]) << i;
 }
 
-TEST(GptPieces, SplitBackwardGivesTheWholeBackwardsGradientsBitForBit) {
+// The split backward (B down the pieces, then W) against the whole backward of a model that
+// keeps its activations; `recompute`: the split model rebuilds them instead.
+void expectSplitBackwardIsTheWholeBackward(bool recompute) {
   GptConfig config = tinyConfig();
   const int batch = 3;
   Gpt<double> whole(config, batch);
-  Gpt<double> split(config, batch);
+  Gpt<double> split(config, batch, 0, recompute);
   initializeModel(whole, 4);
   initializeModel(split, 4);
   whole.zeroGradients();
@@ -212,6 +214,13 @@ TEST(GptPieces, SplitBackwardGivesTheWholeBackwardsGradientsBitForBit) {
   }
   for (size_t i = 0; i < whole.gradients().size(); ++i)
     ASSERT_EQ(whole.gradients()[i], split.gradients()[i]) << i;
+}
+
+TEST(GptPieces, SplitBackwardGivesTheWholeBackwardsGradientsBitForBit) {
+  for (bool recompute : {false, true}) {
+    SCOPED_TRACE(recompute ? "recomputing" : "keeping activations");
+    expectSplitBackwardIsTheWholeBackward(recompute);
+  }
 }
 
 TEST(GptPieces, ActivationMemoryIsTheDocumentedFormula) {

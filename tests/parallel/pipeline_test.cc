@@ -14,9 +14,9 @@
 // - a checkpoint saved at pp = 2 is the one-process checkpoint's layout: loaded and saved
 //   back on one process it is byte for byte the same file, and the run continues there;
 // - a stage killed mid-run is named by its neighbours, which fail within the deadline;
-// - zb-h1 gives 1F1B's losses and checkpoint bit for bit;
-// - ZeRO-2 and 3 with a pipeline, a combination the executor does not run yet and ranks
-//   that disagree on the plan are refused on every rank with a message, not a hang.
+// - zb-h1 gives 1F1B's losses and checkpoint bit for bit, also with TP, SP and recomputation;
+// - ZeRO-2 and 3 with a pipeline, a shape the schedule cannot run and ranks that disagree
+//   on the plan are refused on every rank with a message, not a hang.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -375,23 +375,41 @@ TEST(PipelineRobustness, KilledStageIsNamedByItsNeighbours) {
 }
 
 // zb-h1 runs 1F1B's micro-batches with each backward split into B and W, and W in micro-batch
-// order, so every gradient sums the same terms in the same order: the same bits as 1F1B.
+// order, so every gradient sums the same terms in the same order: the same bits as 1F1B; with
+// TP shards (their f and g in B, SP's gathers and LayerNorm sums in W) and with recomputation
+// (B and W each rebuilding the block) too.
 TEST(PipelineZeroBubble, GivesOneFOneBsLossesAndCheckpointBitForBit) {
   constexpr int kSteps = 6, kRows = 2;
-  for (int pp : {2, 4}) {
-    for (int m : {pp, 2 * pp + 1}) {
-      const auto directory = scratchDirectory("zb" + std::to_string(pp) + std::to_string(m));
+  struct Variant {
+    int pp, m, tp;
+    bool sp, recompute;
+  };
+  const Variant variants[] = {{2, 2, 1, false, false}, {2, 5, 1, false, false},
+                              {4, 4, 1, false, false}, {4, 9, 1, false, false},
+                              {2, 3, 2, false, false}, {2, 3, 2, true, false},
+                              {2, 3, 1, false, true},  {2, 4, 2, true, true}};
+  for (const Variant v : variants) {
+    const int pp = v.pp, m = v.m;
+    const std::string what = "pp " + std::to_string(pp) + " M " + std::to_string(m) + " tp " +
+                             std::to_string(v.tp) + (v.sp ? " sp" : "") +
+                             (v.recompute ? " recompute" : "");
+    {
+      const auto directory =
+          scratchDirectory("zb" + std::to_string(pp) + std::to_string(m) + std::to_string(v.tp) +
+                           std::to_string(v.sp) + std::to_string(v.recompute));
       std::vector<double> losses[2];
       for (ScheduleKind schedule : {ScheduleKind::kOneFOneB, ScheduleKind::kZeroBubbleH1}) {
         TrainOptions options = pipelineOptions(kRows, m, kSteps);
         options.schedule = schedule;
+        options.sequenceParallel = v.sp;
+        options.recompute = v.recompute;
         const std::string path =
             (directory / (std::string(scheduleName(schedule)) + ".st")).string();
         const std::string lossFile = path + ".losses";
-        runRanks(pp, [&](RankContext& context) {
+        runRanks(pp * v.tp, [&](RankContext& context) {
           ccComm_t comm = context.initComm();
           {
-            auto mesh = testing::meshFor(comm, {1, pp, 1}, options.model);
+            auto mesh = testing::meshFor(comm, {1, pp, v.tp}, options.model);
             ASSERT_NE(mesh, nullptr);
             Trainer trainer(options, syntheticFor(options, 0, 1), mesh.get());
             ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
@@ -411,12 +429,12 @@ TEST(PipelineZeroBubble, GivesOneFOneBsLossesAndCheckpointBitForBit) {
           losses[schedule == ScheduleKind::kZeroBubbleH1].push_back(
               std::strtod(line.c_str(), nullptr));
       }
-      EXPECT_EQ(losses[0].size(), static_cast<size_t>(kSteps));
-      EXPECT_EQ(losses[0], losses[1]) << "pp " << pp << " M " << m;
-      EXPECT_EQ(fileBytes(directory / "1f1b.st"), fileBytes(directory / "zb-h1.st"))
-          << "pp " << pp << " M " << m;
+      EXPECT_EQ(losses[0].size(), static_cast<size_t>(kSteps)) << what;
+      EXPECT_EQ(losses[0], losses[1]) << what;
+      EXPECT_EQ(fileBytes(directory / "1f1b.st"), fileBytes(directory / "zb-h1.st")) << what;
       EXPECT_EQ(fileBytes(optimizerPath((directory / "1f1b.st").string())),
-                fileBytes(optimizerPath((directory / "zb-h1.st").string())));
+                fileBytes(optimizerPath((directory / "zb-h1.st").string())))
+          << what;
       std::filesystem::remove_all(directory);
     }
   }
@@ -450,12 +468,12 @@ TEST(PipelineRefusals, UnsupportedCombinationsAndMismatchedPlansAreErrorsOnEvery
       "ZeRO-2 with pipeline parallelism");
   expectRefusedOnEveryRank(
       [](int) {
-        TrainOptions options = pipelineOptions(2, 4, 1);
-        options.schedule = ScheduleKind::kZeroBubbleH1;
-        options.recompute = true;
+        TrainOptions options = pipelineOptions(2, 3, 1);
+        options.schedule = ScheduleKind::kInterleaved;
+        options.virtualStages = 2;
         return options;
       },
-      "zb-h1 splits the backward into B and W");
+      "micro-batches 3 must be a multiple of the stages 2");
   expectRefusedOnEveryRank([](int rank) { return pipelineOptions(2, rank == 0 ? 2 : 3, 1); },
                            "the ranks made different plans");
 }

@@ -335,21 +335,27 @@ void Gpt<T>::blockBackward(int layer, ActivationArena<T>& arena, T* dhidden) {
   }
 }
 
-// The split backward's stash, per micro-batch: the head's dlogits [N, Vs] and d(ln_f
-// output) [N, C]; per block d(output) [N, C], d(fch) [N, F], d(ln2 output) [N, C],
-// d(residual2) [N, C], d(qkv) [N, 3C], d(ln1 output) [N, C]; the embeddings' gradient
-// [N, C].
+// The split backward's stash, per micro-batch, for N rows of which this rank's residual
+// stream holds M (N but under sequence parallelism): the head's dlogits [N, Vs] and d(ln_f
+// output) [M, C]; per block d(output) [N, C] (gathered under SP), d(fch) [N, F], d(ln2
+// output) [M, C], d(residual2) [N, C] (gathered), d(qkv) [N, 3Cs], d(ln1 output) [M, C];
+// the embeddings' gradient [M, C].
 template <typename T>
 typename Gpt<T>::StashOffsets Gpt<T>::stashOffsets(size_t rows) const {
   const size_t c = static_cast<size_t>(config_.width);
+  const ModelPart& part = layout_.part();
+  const size_t local = rows / static_cast<size_t>(part.sequenceParallel ? part.tpSize : 1);
+  const ShardDimensions& shard = layout_.shard();
   StashOffsets o{};
-  const size_t head = layout_.hasHead() ? rows * static_cast<size_t>(layout_.shard().vocab) : 0;
+  const size_t head = layout_.hasHead() ? rows * static_cast<size_t>(shard.vocab) : 0;
   o.logits = 0;
   o.lnf = head;
-  o.blocks = head + (layout_.hasHead() ? rows * c : 0);
-  o.perBlock = rows * (4 * c + static_cast<size_t>(layout_.shard().hidden) + 3 * c);
+  o.blocks = head + (layout_.hasHead() ? local * c : 0);
+  o.perBlock =
+      rows * (2 * c + static_cast<size_t>(shard.hidden) + 3 * static_cast<size_t>(shard.width)) +
+      local * 2 * c;
   o.embedding = o.blocks + o.perBlock * layout_.blocks().size();
-  o.total = o.embedding + (layout_.hasEmbeddings() ? rows * c : 0);
+  o.total = o.embedding + (layout_.hasEmbeddings() ? local * c : 0);
   return o;
 }
 
@@ -359,55 +365,61 @@ size_t Gpt<T>::weightStashElements(int maxBatch) const {
 }
 
 template <typename T>
-void Gpt<T>::requireSplitBackward(const char* what) const {
-  if (layout_.part().tpSize == 1 && !recompute_ && layout_.chunks().size() == 1) return;
-  std::fprintf(stderr,
-               "Gpt::%s: the split backward runs on unsharded parts of one chunk without "
-               "recomputation\n",
-               what);
-  std::abort();
-}
-
-template <typename T>
 void Gpt<T>::headBackwardInput(ActivationArena<T>& arena, T* dhidden, T lossScale, T* stash) {
-  requireSplitBackward("headBackwardInput");
   const size_t n = arena.rows();
+  const size_t m = arena.localRows();
   const size_t c = static_cast<size_t>(config_.width);
-  const size_t columns = static_cast<size_t>(layout_.shard().vocab);
+  const ShardDimensions& shard = layout_.shard();
+  const size_t columns = static_cast<size_t>(shard.vocab);
   const StashOffsets o = stashOffsets(n);
   T* dlogits = stash + o.logits;
-  T* dln = stash + o.lnf;
   const T* p = parameters_.data();
   const HeadActivations<T>& h = arena.head();
+  Workspace<T>& d = workspace_;
   zero(dlogits, n * columns);
-  crossEntropyBackward(dlogits, h.probs, arena.targets(), n, static_cast<size_t>(config_.vocab),
-                       columns, lossScale / static_cast<T>(n));
-  zero(dln, n * c);
-  tiedHeadBackwardInput(dln, dlogits, p + layout_.headWeight(), static_cast<int>(n), config_.width,
-                        layout_.shard().vocab);
-  zero(dhidden, n * c);
-  layerNormBackwardInput(dhidden, dln, arena.output(), p + layout_.lnfWeight(), h.lnfMean,
-                         h.lnfRstd, n, c, workspace_.layerNorm);
+  const T scale = lossScale / static_cast<T>(n);
+  if (!split()) {
+    crossEntropyBackward(dlogits, h.probs, arena.targets(), n, static_cast<size_t>(config_.vocab),
+                         columns, scale);
+  } else {
+    const size_t first = static_cast<size_t>(shard.firstToken);
+    vocabParallelCrossEntropyBackward(
+        dlogits, h.probs, arena.targets(), n, columns, first,
+        realColumns(first, columns, static_cast<size_t>(config_.vocab)), scale);
+  }
+  zero(d.dln, n * c);
+  tiedHeadBackwardInput(d.dln, dlogits, p + layout_.headWeight(), static_cast<int>(n),
+                        config_.width, shard.vocab);
+  const T* dln = sumPartials(d.dln, arena, /*forward=*/false);  // f before the head
+  T* savedDln = stash + o.lnf;
+  std::copy(dln, dln + m * c, savedDln);
+  zero(dhidden, m * c);
+  layerNormBackwardInput(dhidden, savedDln, arena.output(), p + layout_.lnfWeight(), h.lnfMean,
+                         h.lnfRstd, m, c, d.layerNorm);
 }
 
 template <typename T>
 void Gpt<T>::headBackwardWeight(const ActivationArena<T>& arena, const T* stash) {
   const size_t n = arena.rows();
+  const size_t m = arena.localRows();
   const size_t c = static_cast<size_t>(config_.width);
   const StashOffsets o = stashOffsets(n);
   T* g = gradients_.data();
   const HeadActivations<T>& h = arena.head();
-  tiedHeadBackwardWeight(g + layout_.headWeight(), stash + o.logits, h.lnf, static_cast<int>(n),
-                         config_.width, layout_.shard().vocab);
-  layerNormBackwardParameters(g + layout_.lnfWeight(), g + layout_.lnfBias(), stash + o.lnf,
-                              arena.output(), h.lnfMean, h.lnfRstd, n, c);
+  tiedHeadBackwardWeight(g + layout_.headWeight(), stash + o.logits, gatherRows(h.lnf, arena),
+                         static_cast<int>(n), config_.width, layout_.shard().vocab);
+  const LayerNormOffsets lnf{layout_.lnfWeight(), layout_.lnfBias()};
+  const LayerNormGradient dlnf = layerNormGradient(lnf, 0);
+  layerNormBackwardParameters(dlnf.weight, dlnf.bias, stash + o.lnf, arena.output(), h.lnfMean,
+                              h.lnfRstd, m, c);
+  sumLayerNormGradients(std::span<const LayerNormOffsets>(&lnf, 1));
   if (observer_ != nullptr) observer_->gradientsFinalFrom(layout_.lnfWeight());
 }
 
 namespace {
 
 // The stash of one block: d(output), d(fch), d(ln2 output), d(residual2), d(qkv), d(ln1
-// output), in that order.
+// output), in that order (stashOffsets' sizes).
 template <typename T>
 struct BlockStash {
   T* output;
@@ -419,24 +431,32 @@ struct BlockStash {
 };
 
 template <typename T>
-BlockStash<T> blockStash(T* base, size_t rows, size_t width, size_t hidden) {
+BlockStash<T> blockStash(T* base, size_t rows, size_t localRows, size_t width,
+                         const ShardDimensions& shard) {
   BlockStash<T> s{};
   s.output = base;
   s.fch = s.output + rows * width;
-  s.ln2 = s.fch + rows * hidden;
-  s.residual2 = s.ln2 + rows * width;
+  s.ln2 = s.fch + rows * static_cast<size_t>(shard.hidden);
+  s.residual2 = s.ln2 + localRows * width;
   s.qkv = s.residual2 + rows * width;
-  s.ln1 = s.qkv + rows * 3 * width;
+  s.ln1 = s.qkv + rows * 3 * static_cast<size_t>(shard.width);
   return s;
 }
 
 }  // namespace
 
 template <typename T>
+T* Gpt<T>::blockStashBase(int layer, T* stash, size_t rows) const {
+  const StashOffsets o = stashOffsets(rows);
+  const size_t position = static_cast<size_t>(&layout_.block(layer) - layout_.blocks().data());
+  return stash + o.blocks + o.perBlock * position;
+}
+
+template <typename T>
 void Gpt<T>::blockBackwardInput(int layer, ActivationArena<T>& arena, T* dhidden, T* stash) {
-  requireSplitBackward("blockBackwardInput");
   const int rows = static_cast<int>(arena.rows());
   const size_t n = arena.rows();
+  const size_t m = arena.localRows();
   const int width = config_.width;
   const size_t c = static_cast<size_t>(width);
   const ShardDimensions& shard = layout_.shard();
@@ -445,31 +465,41 @@ void Gpt<T>::blockBackwardInput(int layer, ActivationArena<T>& arena, T* dhidden
   const T* p = parameters_.data();
   Workspace<T>& d = workspace_;
   const BlockOffsets& w = layout_.block(layer);
-  const BlockActivations<T>& a = arena.block(layer);
-  const StashOffsets o = stashOffsets(n);
-  const BlockStash<T> s =
-      blockStash(stash + o.blocks + o.perBlock * static_cast<size_t>(layer - layout_.firstLayer()),
-                 n, c, hidden);
+  const BlockStash<T> s = blockStash(blockStashBase(layer, stash, n), n, m, c, shard);
   if (observer_ != nullptr) observer_->beforeBlockBackward(layer);
-  std::copy(dhidden, dhidden + n * c, s.output);
+  BlockActivations<T> a = arena.block(layer);
+  if (recompute_) {
+    a = workspace_.block;
+    computeBlock(layer, arena, a);
+  }
+  // As blockBackward, each linear's input gradient only; what W needs is saved: the output
+  // gradients the linears saw (gathered to N rows under SP) and the LayerNorms' (summed
+  // over the TP group, this rank's M rows).
+  const T* dout = gatherRows(dhidden, arena);
+  std::copy(dout, dout + n * c, s.output);
   zero(d.dfchGelu, n * hidden);
   matmulBackwardInput(d.dfchGelu, s.output, p + w.mlp.projection.weight, rows, shard.hidden, width);
   zero(s.fch, n * hidden);
   geluBackward(s.fch, a.fch, d.dfchGelu, n * hidden);
-  zero(s.ln2, n * c);
-  matmulBackwardInput(s.ln2, s.fch, p + w.mlp.fc.weight, rows, width, shard.hidden);
-  layerNormBackwardInput(dhidden, s.ln2, a.residual2, p + w.ln2.weight, a.ln2Mean, a.ln2Rstd, n, c,
+  zero(d.dln, n * c);
+  matmulBackwardInput(d.dln, s.fch, p + w.mlp.fc.weight, rows, width, shard.hidden);
+  const T* dln = sumPartials(d.dln, arena, /*forward=*/false);
+  std::copy(dln, dln + m * c, s.ln2);
+  layerNormBackwardInput(dhidden, s.ln2, a.residual2, p + w.ln2.weight, a.ln2Mean, a.ln2Rstd, m, c,
                          d.layerNorm);
-  std::copy(dhidden, dhidden + n * c, s.residual2);
+  const T* dresidual2 = gatherRows(dhidden, arena);
+  std::copy(dresidual2, dresidual2 + n * c, s.residual2);
   zero(d.datty, n * static_cast<size_t>(shard.width));
   matmulBackwardInput(d.datty, s.residual2, p + w.attention.projection.weight, rows, shard.width,
                       width);
   zero(s.qkv, n * 3 * static_cast<size_t>(shard.width));
   attentionBackward(s.qkv, d.datty, a.qkv, a.att, shape, d.dscores);
-  zero(s.ln1, n * c);
-  matmulBackwardInput(s.ln1, s.qkv, p + w.attention.qkv.weight, rows, width, 3 * shard.width);
+  zero(d.dln, n * c);
+  matmulBackwardInput(d.dln, s.qkv, p + w.attention.qkv.weight, rows, width, 3 * shard.width);
+  dln = sumPartials(d.dln, arena, /*forward=*/false);
+  std::copy(dln, dln + m * c, s.ln1);
   layerNormBackwardInput(dhidden, s.ln1, arena.blockInput(layer), p + w.ln1.weight, a.ln1Mean,
-                         a.ln1Rstd, n, c, d.layerNorm);
+                         a.ln1Rstd, m, c, d.layerNorm);
   if (observer_ != nullptr) observer_->afterBlockBackward(layer);
 }
 
@@ -477,38 +507,47 @@ template <typename T>
 void Gpt<T>::blockBackwardWeight(int layer, const ActivationArena<T>& arena, const T* stash) {
   const int rows = static_cast<int>(arena.rows());
   const size_t n = arena.rows();
+  const size_t m = arena.localRows();
   const int width = config_.width;
   const size_t c = static_cast<size_t>(width);
   const ShardDimensions& shard = layout_.shard();
   T* g = gradients_.data();
   const BlockOffsets& w = layout_.block(layer);
-  const BlockActivations<T>& a = arena.block(layer);
-  const StashOffsets o = stashOffsets(n);
+  // Under recomputation the block's forward runs once more: B's rebuild is gone by now.
+  BlockActivations<T> a = arena.block(layer);
+  if (recompute_) {
+    a = workspace_.block;
+    computeBlock(layer, arena, a);
+  }
   const BlockStash<const T> s =
-      blockStash(stash + o.blocks + o.perBlock * static_cast<size_t>(layer - layout_.firstLayer()),
-                 n, c, static_cast<size_t>(shard.hidden));
+      blockStash<const T>(blockStashBase(layer, const_cast<T*>(stash), n), n, m, c, shard);
+  const LayerNormOffsets norms[] = {w.ln2, w.ln1};
+  const LayerNormGradient dln2 = layerNormGradient(w.ln2, 0);
+  const LayerNormGradient dln1 = layerNormGradient(w.ln1, 1);
   // Each tensor's gradient gets this micro-batch's one contribution, as in blockBackward.
   matmulBackwardWeight(g + w.mlp.projection.weight, s.output, a.fchGelu, rows, shard.hidden, width);
   biasBackward(g + w.mlp.projection.bias, s.output, rows, width);
-  matmulBackwardWeight(g + w.mlp.fc.weight, s.fch, a.ln2, rows, width, shard.hidden);
+  matmulBackwardWeight(g + w.mlp.fc.weight, s.fch, gatherRows(a.ln2, arena), rows, width,
+                       shard.hidden);
   biasBackward(g + w.mlp.fc.bias, s.fch, rows, shard.hidden);
-  layerNormBackwardParameters(g + w.ln2.weight, g + w.ln2.bias, s.ln2, a.residual2, a.ln2Mean,
-                              a.ln2Rstd, n, c);
+  layerNormBackwardParameters(dln2.weight, dln2.bias, s.ln2, a.residual2, a.ln2Mean, a.ln2Rstd, m,
+                              c);
   matmulBackwardWeight(g + w.attention.projection.weight, s.residual2, a.atty, rows, shard.width,
                        width);
   biasBackward(g + w.attention.projection.bias, s.residual2, rows, width);
-  matmulBackwardWeight(g + w.attention.qkv.weight, s.qkv, a.ln1, rows, width, 3 * shard.width);
+  matmulBackwardWeight(g + w.attention.qkv.weight, s.qkv, gatherRows(a.ln1, arena), rows, width,
+                       3 * shard.width);
   biasBackward(g + w.attention.qkv.bias, s.qkv, rows, 3 * shard.width);
-  layerNormBackwardParameters(g + w.ln1.weight, g + w.ln1.bias, s.ln1, arena.blockInput(layer),
-                              a.ln1Mean, a.ln1Rstd, n, c);
+  layerNormBackwardParameters(dln1.weight, dln1.bias, s.ln1, arena.blockInput(layer), a.ln1Mean,
+                              a.ln1Rstd, m, c);
+  sumLayerNormGradients(norms);
   if (observer_ != nullptr) observer_->gradientsFinalFrom(layout_.blockBegin(layer));
 }
 
 template <typename T>
 void Gpt<T>::embeddingBackwardInput(const ActivationArena<T>& arena, const T* dhidden, T* stash) {
-  const size_t n = arena.rows();
-  std::copy(dhidden, dhidden + n * static_cast<size_t>(config_.width),
-            stash + stashOffsets(n).embedding);
+  std::copy(dhidden, dhidden + arena.localRows() * static_cast<size_t>(config_.width),
+            stash + stashOffsets(arena.rows()).embedding);
 }
 
 template <typename T>

@@ -111,13 +111,16 @@ class Gpt {
   void headBackward(ActivationArena<T>& arena, T* dhidden, T lossScale);
   void blockBackward(int layer, ActivationArena<T>& arena, T* dhidden);
   void embeddingBackward(const ActivationArena<T>& arena, const T* dhidden);
-  // The backward split in two (a zero-bubble pipeline's B and W; whole parts and pipeline
-  // stages, not TP shards, not with recomputation): B produces d(the piece's input) and
-  // saves in `stash` the gradients each linear and LayerNorm saw at its output; W turns them
-  // into the weights' gradients, accumulating them in the same order as the whole backward
-  // (bit for bit the same) and telling the observer when they are final. stash holds
-  // weightStashElements(rows) per micro-batch, written by B and read by W of the same
-  // micro-batch; the first stage's B also saves the embeddings' gradient there for its W.
+  // The backward split in two (a zero-bubble pipeline's B and W): B produces d(the piece's
+  // input) and saves in `stash` the gradients each linear and LayerNorm saw at its output;
+  // W turns them into the weights' gradients, accumulating them in the same order as the
+  // whole backward (bit for bit the same) and telling the observer when they are final.
+  // stash holds weightStashElements(rows) per micro-batch, written by B and read by W of
+  // the same micro-batch; the first stage's B also saves the embeddings' gradient there for
+  // its W. A TP shard's B runs the backward's f and g (so every TP rank of a stage runs
+  // its Bs and Ws in the same order, as a schedule does), and its W the gathers of SP's
+  // sharded inputs and the LayerNorm gradients' sum; under recomputation B and W each
+  // rebuild the block's activations (one more forward per block than blockBackward).
   size_t weightStashElements(int maxBatch) const;
   void headBackwardInput(ActivationArena<T>& arena, T* dhidden, T lossScale, T* stash);
   void headBackwardWeight(const ActivationArena<T>& arena, const T* stash);
@@ -156,8 +159,8 @@ class Gpt {
     size_t logits, lnf, blocks, perBlock, embedding, total;
   };
   StashOffsets stashOffsets(size_t rows) const;
-  // The aborts of a split backward on a part it does not support.
-  void requireSplitBackward(const char* what) const;
+  // Where block `layer`'s part of a stash starts.
+  T* blockStashBase(int layer, T* stash, size_t rows) const;
   // One block's forward from arena.blockInput(layer) into a (blockForward's work, and
   // backward's rebuild under recomputation); no observer calls.
   void computeBlock(int layer, const ActivationArena<T>& arena, BlockActivations<T>& a);

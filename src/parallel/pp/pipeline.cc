@@ -56,11 +56,6 @@ Result<std::unique_ptr<PipelineStage>> PipelineStage::create(ccComm_t world, ccC
                            " (the mesh cuts the layers into --pp x --virtual-stages)");
   }
   const bool split = plan.kind == ScheduleKind::kZeroBubbleH1;
-  if (split && (model.layout().part().tpSize > 1 || model.recomputes())) {
-    return invalidArgument(
-        "pipeline: zb-h1 splits the backward into B and W, which runs on unsharded stages "
-        "without recomputation only so far: drop --tp or --recompute, or use 1f1b");
-  }
   int stage = 0, stages = 0;
   CC_TRY(ccCall(ccCommUserRank(pp, &stage), pp, "pp: ccCommUserRank"));
   CC_TRY(ccCall(ccCommCount(pp, &stages), pp, "pp: ccCommCount"));

@@ -42,8 +42,7 @@ class PipelineStage final : public GptObserver {
   // --grad-accum or --schedule anywhere is an error everywhere); pp: the mesh's pipeline
   // communicator (its rank is the stage). The model is this stage's part and must outlive
   // the stage; inner is the observer behind this one (data parallelism; may be null).
-  // The model part holds the plan's chunks (Mesh: --pp x --virtual-stages). Refuses plans it
-  // cannot run yet (zb-h1 with TP or recomputation).
+  // The model part holds the plan's chunks (Mesh: --pp x --virtual-stages).
   static Result<std::unique_ptr<PipelineStage>> create(ccComm_t world, ccComm_t pp,
                                                        Gpt<float>& model, const Plan& plan,
                                                        int microBatchRows, GptObserver* inner);
