@@ -3,8 +3,8 @@
 # see the same machine: the default model with --grad-accum M micro-batches of --batch B rows,
 # on one process with one BLAS thread, and under `mpirun -np 2 cc-train --pp 2` with 1f1b,
 # gpipe, zb-h1 and interleaved with 2 model chunks per stage (one thread each). Per run: median tokens/s over the rounds and its ratio to one
-# process; per pipeline run the last round's measured bubble per stage beside the
-# simulator's prediction, and the activation memory (cc-train's accounting of the most
+# process; per pipeline run the measured bubble per stage beside the simulator's prediction
+# at the costs the stages measured (medians over the rounds), and the activation memory (cc-train's accounting of the most
 # micro-batches a stage holds) and peak RSS of the largest rank.
 #   bench/pp_compare.sh [--rounds R] [--steps S] [--batch B] [--micro-batches M] [--build DIR]
 set -euo pipefail
@@ -48,6 +48,7 @@ for round in $(seq "$rounds"); do
     "${command[@]}" >"$work/$run.out" 2>&1 || { cat "$work/$run.out"; exit 1; }
     rate=$(grep '^summary:' "$work/$run.out" | field median_tokens_per_s)
     rates[$run]+="$rate "
+    grep '^pipeline:' "$work/$run.out" >>"$work/$run.pipeline" || true
     line="$line $run $rate"
   done
   echo "$line tok/s"
@@ -61,5 +62,18 @@ for run in "${runs[@]}"; do
   printf '%-10s median %7s tok/s  x%s  activations %s MiB  peak_rss %s MiB\n' "$run" "$rate" \
     "$(awk -v a="$rate" -v b="$base" 'BEGIN { printf "%.2f", a / b }')" "$activations" \
     "$(echo "$memory" | field peak_rss_mib)"
-  grep '^pipeline:' "$work/$run.out" | sed 's/^/           /' || true
+  # The bubble per stage, measured and predicted at measured costs: the median over the rounds.
+  if [ -s "$work/$run.pipeline" ]; then
+    awk '{ for (i = 1; i <= NF; i++) {
+             if ($i == "measured_bubble") { m = 0; for (j = i + 1; $j ~ /^[0-9.]+$/; j++) { m++; measured[m] = measured[m] " " $j } }
+             if ($i == "at_measured_costs") { p = 0; for (j = i + 1; $j ~ /^[0-9.]+$/; j++) { p++; predicted[p] = predicted[p] " " $j } }
+             if ($i == "link_ms") link = link " " $(i + 1) } }
+         function med(list,   n, v, k, t, a, b) { n = split(list, v, " "); for (a = 1; a <= n; a++) for (b = a + 1; b <= n; b++) if (v[b] + 0 < v[a] + 0) { t = v[a]; v[a] = v[b]; v[b] = t }
+                                return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }
+         END { line = "           bubble per stage (median of " NR " rounds): measured"
+               for (k = 1; k <= m; k++) line = line sprintf(" %.3f", med(measured[k]))
+               line = line ", predicted at measured costs"
+               for (k = 1; k <= p; k++) line = line sprintf(" %.3f", med(predicted[k]))
+               print line sprintf(", link %.3f ms", med(link)) }' "$work/$run.pipeline"
+  fi
 done
