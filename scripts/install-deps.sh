@@ -8,6 +8,7 @@ packages=(
   libfmt-dev libssl-dev libpmix-dev          # formatting, HMAC for the bootstrap, PMIx for mpirun
   libgtest-dev libgmock-dev libbenchmark-dev # tests and micro-benchmarks
   libopenmpi-dev openmpi-bin                 # mpirun, and Open MPI as the peer in cc-bench
+  mpich                                      # MPICH's mpiexec.hydra (PMI-1) in the launcher tests
   iproute2 gawk                              # network namespaces for the two-host tests
   jq                                         # the tests read CC_TRACE files
   clang libclang-rt-14-dev                   # libFuzzer

@@ -8,6 +8,8 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <string>
 
 #include "core/bootstrap.h"
 #include "core/log.h"
@@ -144,16 +146,71 @@ class Pmi1 {
   int fd_;
 };
 
+// The process's PMI-1 session, as MPI_Init and MPI_Finalize hold it: one init on the
+// connection, and before the connection closes at exit the finalize handshake. Hydra counts
+// a process whose connection closes without it as failed and kills the job's other ranks
+// (SIGKILL, "BAD TERMINATION"), even when it exited 0; so the session stays open for the
+// process's life and an atexit handler finalizes it.
+struct Pmi1Session {
+  std::mutex mutex;
+  int fd = -1;
+  std::string kvs;
+  bool finalized = false;
+};
+
+Pmi1Session& pmi1Session() {
+  static Pmi1Session* session = new Pmi1Session();  // outlives the atexit handler
+  return *session;
+}
+
+void finalizePmi1AtExit() {
+  Pmi1Session& session = pmi1Session();
+  std::lock_guard lock(session.mutex);
+  if (session.fd < 0 || session.finalized) return;
+  session.finalized = true;
+  // Bounded: a launcher that is gone already must not hold the exit up.
+  const std::string line = "cmd=finalize\n";
+  Deadline deadline = Deadline::afterMs(10000);
+  if (!sendAll(session.fd, std::as_bytes(std::span(line.data(), line.size())), deadline).isOk())
+    return;
+  std::string reply;
+  char c = 0;
+  while (reply.size() < 256 &&
+         recvAll(session.fd, std::as_writable_bytes(std::span(&c, 1)), deadline).isOk() &&
+         c != '\n') {
+    reply += c;
+  }
+}
+
+// The session's KVS name, initializing the connection on the process's first call.
+Result<std::string> pmi1Open(int fd) {
+  Pmi1Session& session = pmi1Session();
+  std::lock_guard lock(session.mutex);
+  if (session.finalized) return invalidArgument("PMI-1: the session is finalized (at exit)");
+  if (session.fd >= 0) {
+    if (session.fd != fd) {
+      return invalidArgument("PMI_FD changed from " + std::to_string(session.fd) + " to " +
+                             std::to_string(fd) + " within one process");
+    }
+    return session.kvs;
+  }
+  Pmi1 pmi(fd);
+  CC_TRY(pmi.command("cmd=init pmi_version=1 pmi_subversion=1\n", "response_to_init").status());
+  CC_ASSIGN_OR_RETURN(std::string kvsReply, pmi.command("cmd=get_my_kvsname\n", "my_kvsname"));
+  session.fd = fd;
+  session.kvs = Pmi1::field(kvsReply, "kvsname");
+  std::atexit(finalizePmi1AtExit);
+  return session.kvs;
+}
+
 Result<LaunchInfo> viaPmi1(const Config& config) {
   LaunchInfo info;
   info.launcher = "pmi1";
   CC_ASSIGN_OR_RETURN(int fd, envInt("PMI_FD", 0, 1 << 20));
   CC_ASSIGN_OR_RETURN(info.rank, envInt("PMI_RANK", 0, wire::kMaxRanks - 1));
   CC_ASSIGN_OR_RETURN(info.nranks, envInt("PMI_SIZE", 1, wire::kMaxRanks));
+  CC_ASSIGN_OR_RETURN(std::string kvs, pmi1Open(fd));
   Pmi1 pmi(fd);
-  CC_TRY(pmi.command("cmd=init pmi_version=1 pmi_subversion=1\n", "response_to_init").status());
-  CC_ASSIGN_OR_RETURN(std::string kvsReply, pmi.command("cmd=get_my_kvsname\n", "my_kvsname"));
-  std::string kvs = Pmi1::field(kvsReply, "kvsname");
   std::string key = "cc-uid-" + std::to_string(gGeneration.fetch_add(1));
   if (info.rank == 0) {
     CC_ASSIGN_OR_RETURN(info.id, bootstrap::startRoot(config));

@@ -192,7 +192,10 @@ TEST(Launcher, TorchrunStyleEnvironment) {
 // test process stays single-threaded when it forks the ranks.
 class FakePmiServer {
  public:
-  explicit FakePmiServer(int nranks) : nranks_(nranks) {
+  // waitForFinalize: serve until every rank has finalized too, and exit 0 only if each rank
+  // sent one init and one finalize (wait() returns the exit status).
+  explicit FakePmiServer(int nranks, bool waitForFinalize = false)
+      : nranks_(nranks), waitForFinalize_(waitForFinalize) {
     for (int rank = 0; rank < nranks; ++rank) {
       int pair[2];
       EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
@@ -207,9 +210,17 @@ class FakePmiServer {
     for (int fd : serverEnds_) close(fd);
   }
   ~FakePmiServer() {
-    kill(server_, SIGKILL);
-    waitpid(server_, nullptr, 0);
+    if (server_ > 0) {
+      kill(server_, SIGKILL);
+      waitpid(server_, nullptr, 0);
+    }
     for (int fd : rankEnds_) close(fd);
+  }
+  int wait() {
+    int status = 0;
+    waitpid(server_, &status, 0);
+    server_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
   }
   int rankEnd(int rank) const { return rankEnds_[static_cast<size_t>(rank)]; }
 
@@ -226,14 +237,17 @@ class FakePmiServer {
     ssize_t ignored = write(serverEnds_[static_cast<size_t>(rank)], line.data(), line.size());
     (void)ignored;
   }
-  // Serves until every rank but 0 has fetched the id (or a minute passes).
+  // Serves until every rank but 0 has fetched the id (and, waiting for it, every rank has
+  // finalized), or a minute passes.
   void serve() {
     std::vector<std::string> buffers(static_cast<size_t>(nranks_));
     std::map<std::string, std::string> store;
+    std::vector<int> inits(static_cast<size_t>(nranks_)), finalizes(inits);
     int inBarrier = 0;
-    int gets = 0;
+    int gets = 0, finalized = 0;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (gets < nranks_ - 1 && std::chrono::steady_clock::now() < deadline) {
+    while ((gets < nranks_ - 1 || (waitForFinalize_ && finalized < nranks_)) &&
+           std::chrono::steady_clock::now() < deadline) {
       for (int rank = 0; rank < nranks_; ++rank) {
         char chunk[4096];
         ssize_t n =
@@ -246,8 +260,15 @@ class FakePmiServer {
           std::string line = buffer.substr(0, newline);
           buffer.erase(0, newline + 1);
           std::string cmd = field(line, "cmd");
-          if (cmd == "init")
+          if (cmd == "init") {
             reply(rank, "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0");
+            ++inits[static_cast<size_t>(rank)];
+          }
+          if (cmd == "finalize") {
+            reply(rank, "cmd=finalize_ack");
+            ++finalizes[static_cast<size_t>(rank)];
+            ++finalized;
+          }
           if (cmd == "get_my_kvsname") reply(rank, "cmd=my_kvsname kvsname=kvs_test_0");
           if (cmd == "put") {
             store[field(line, "key")] = field(line, "value");
@@ -265,9 +286,18 @@ class FakePmiServer {
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
+    if (!waitForFinalize_) return;
+    for (int rank = 0; rank < nranks_; ++rank) {
+      if (inits[static_cast<size_t>(rank)] != 1 || finalizes[static_cast<size_t>(rank)] != 1) {
+        std::fprintf(stderr, "fake PMI server: rank %d sent %d inits and %d finalizes\n", rank,
+                     inits[static_cast<size_t>(rank)], finalizes[static_cast<size_t>(rank)]);
+        _exit(1);
+      }
+    }
   }
 
   int nranks_;
+  bool waitForFinalize_;
   std::vector<int> serverEnds_;
   std::vector<int> rankEnds_;
   pid_t server_ = -1;
@@ -283,6 +313,37 @@ TEST(Launcher, MpichPmi1Protocol) {
     setenv("PMI_SIZE", std::to_string(n).c_str(), 1);
     expectInitFromEnvGives(context.rank, n);
   });
+}
+
+// Hydra kills a job whose process closes its PMI connection without the finalize handshake,
+// even after exit(0): a process that exits normally finalizes its session once, however
+// many communicators it made from the environment, after one init.
+TEST(Launcher, MpichPmi1SessionIsFinalizedOnceAtExit) {
+  const int n = 2;
+  FakePmiServer server(n, /*waitForFinalize=*/true);
+  std::vector<pid_t> children;
+  for (int rank = 0; rank < n; ++rank) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      for (const char* name : {"PMIX_RANK", "PMIX_NAMESPACE", "RANK", "WORLD_SIZE"}) unsetenv(name);
+      setenv("PMI_FD", std::to_string(server.rankEnd(rank)).c_str(), 1);
+      setenv("PMI_RANK", std::to_string(rank).c_str(), 1);
+      setenv("PMI_SIZE", std::to_string(n).c_str(), 1);
+      for (int round = 0; round < 2; ++round) {
+        ccComm_t comm = nullptr;
+        if (ccCommInitFromEnv(&comm) != ccSuccess || ccCommDestroy(comm) != ccSuccess) _exit(2);
+      }
+      std::exit(0);  // atexit handlers run, as in a program that returns from main
+    }
+    children.push_back(child);
+  }
+  for (pid_t child : children) {
+    int status = 0;
+    waitpid(child, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  }
+  EXPECT_EQ(server.wait(), 0) << "each rank: one init, one finalize";
 }
 
 TEST(Launcher, NoLauncherMeansOneRank) {
