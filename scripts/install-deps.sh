@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev # tests and micro-benchmarks
   libopenmpi-dev openmpi-bin                 # mpirun, and Open MPI as the peer in cc-bench
   mpich                                      # MPICH's mpiexec.hydra (PMI-1) in the launcher tests
+  python3-torch                              # torchrun in the launcher tests (and PyTorch for the demo)
   iproute2 gawk                              # network namespaces for the two-host tests
   jq                                         # the tests read CC_TRACE files
   clang libclang-rt-14-dev                   # libFuzzer
@@ -23,7 +24,7 @@ packages=(
 if [ "${1:-}" = "--demo" ]; then
   packages+=(
     libgloo-dev                              # Gloo, the second peer of cc-bench
-    python3-torch libopenblas0-pthread       # PyTorch 1.13 (with OpenBLAS) for the training comparison
+    libopenblas0-pthread                     # PyTorch's OpenBLAS for the training comparison
   )
 fi
 
