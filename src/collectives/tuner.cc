@@ -38,6 +38,17 @@ Link linkOf(const comm::Communicator& comm) {
   return kShmLink;
 }
 
+// The most ranks any one host of the communicator holds.
+int ranksPerHost(const comm::Communicator& comm) {
+  int most = 1;
+  for (int r = 0; r < comm.size(); ++r) {
+    int here = 0;
+    for (int other = 0; other < comm.size(); ++other) here += comm.hostOf(other) == comm.hostOf(r);
+    most = std::max(most, here);
+  }
+  return most;
+}
+
 double log2Ceil(int n) { return std::ceil(std::log2(static_cast<double>(std::max(n, 1)))); }
 
 // Predicted microseconds; `bytes` is the user-visible size: the vector for all-reduce,
@@ -192,6 +203,14 @@ Choice choose(const comm::Communicator& comm, const CollectiveArgs& args, Algori
   const double bytes = userBytes(comm, args);
   const Link link = linkOf(comm);
   const Candidates options = candidates(comm, args.kind);
+  // Across hosts with several ranks each, a flat algorithm keeps every rank busy at once:
+  // each host's ranks copy over shared memory and drive their sockets on the same cores as
+  // the kernel's network stack, and its crossing links ran at about the link's rate over
+  // the ranks per host (2 hosts x 2 ranks over tcp, docs/PERFORMANCE.md: the flat ring
+  // moved its 1.5 vectors per crossing link at 1.2 GB/s where 1 + 1 ranks move theirs at
+  // 1.9-2.4). The hierarchy crosses with one rank per host while the others wait.
+  Link flat = link;
+  if (hierarchyUseful(comm)) flat.bytesPerMicro /= ranksPerHost(comm);
   const bool explain = log::enabled(log::Level::kInfo);
   Choice best;
   best.predictedMicros = INFINITY;
@@ -212,7 +231,8 @@ Choice choose(const comm::Communicator& comm, const CollectiveArgs& args, Algori
                 (bytes <= kOneShotBytes || args.count < static_cast<size_t>(n));
     }
     double predicted =
-        cost(algorithm, args.kind, n, bytes, link, std::max<size_t>(chunk, 1), oneShot);
+        cost(algorithm, args.kind, n, bytes, algorithm == Algorithm::kHierarchical ? link : flat,
+             std::max<size_t>(chunk, 1), oneShot);
     if (explain) considered += fmt::format(" {}={:.1f}us", algorithmName(algorithm), predicted);
     bool take = forced == Algorithm::kAuto ? predicted < best.predictedMicros : algorithm == forced;
     if (take) {

@@ -5,17 +5,18 @@
 # environment: RANK, WORLD_SIZE, MASTER_ADDR); ranks of one host meet over shared
 # memory, ranks of different hosts over the network transport under test.
 #
-#   tests/netns/multi_host.sh BIN_DIR [tcp|ucx] [test|kill|bench]
+#   tests/netns/multi_host.sh BIN_DIR [tcp|ucx] [test|kill|bench|launcher]
 #
 # test:  every collective (cc-bench -c 1: every element checked) on 2 and 3 hosts with
 #        1 to 3 ranks each, plus the hierarchical all-reduce and other dtypes/ops.
 # kill:  one host's ranks killed mid-run: every other rank exits non-zero within 5 s.
+# launcher: 2 hosts x 2 ranks started by a real launcher (torchrun, an agent per host).
 # bench: the issue #4 targets: 2 hosts x 1 rank, all-reduce busbw at 64 MiB against a
 #        plain TCP stream between the same namespaces; 2 hosts x 2 ranks, hierarchical
 #        against the flat ring, interleaved in one run.
 # Exit 77 (ctest: skipped) where namespaces cannot be made (not root, no CAP_NET_ADMIN).
 set -uo pipefail
-bin=${1:?usage: multi_host.sh BIN_DIR [tcp|ucx] [test|kill|bench]}
+bin=${1:?usage: multi_host.sh BIN_DIR [tcp|ucx] [test|kill|bench|launcher]}
 transport=${2:-tcp}
 mode=${3:-test}
 tag=$$
@@ -120,6 +121,34 @@ if [ "$mode" = "test" ]; then
   # The plan rank 0 logs: ranks 0,1 on one host, 2 on the other, each host once in the ring.
   grep -q "ring 0 (NIC slot 0): \[h0: 0 1\] \[h1: 2\]" "$out/transports.0" ||
     { fail "the planned ring is not [h0: 0 1] [h1: 2]"; grep -A8 "topology of" "$out/transports.0"; }
+fi
+
+if [ "$mode" = "launcher" ]; then
+  # One job of 2 hosts x 2 ranks under a real launcher: torchrun, one agent per host (as on
+  # a cluster: --nnodes 2 --node_rank h, static rendezvous at host 0), each starting its two
+  # ranks; every element of the all-reduces checked, and at 16 MiB the tuner picks the
+  # hierarchical all-reduce.
+  python=/usr/bin/python3
+  "$python" -c 'import torch.distributed.run' 2>/dev/null ||
+    { echo "SKIP: no torch for $python (python3-torch) to run torchrun"; exit 77; }
+  port=$((20000 + RANDOM % 20000))
+  pids=()
+  for h in 0 1; do
+    ip netns exec "${hosts[$h]}" env CC_BOOTSTRAP_SECRET=multihost-$tag CC_SOCKET_IFNAME=veth \
+      CC_NET="$transport" CC_BENCH_NO_BIND=1 CC_TIMEOUT_MS=20000 CC_DEBUG=INFO \
+      "$python" -m torch.distributed.run --nnodes 2 --node_rank $h --nproc_per_node 2 \
+      --master_addr "$(address 0)" --master_port $port --redirects 1 --tee 1 \
+      --log_dir "$out/torchrun-logs-$h" --no_python \
+      "$bin/cc-bench" allreduce -b 1K -e 16M -f 16 -n 2 -w 1 -c 1 > "$out/torchrun.$h" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || fail "a torchrun agent failed"; done
+  grep -q "Wrong elements *: 0 OK" "$out/torchrun.0" || { fail "torchrun job: wrong data"; tail -30 "$out/torchrun.0"; }
+  grep -q "rank 0 INFO transport to rank 2: $transport" "$out/torchrun.0" ||
+    { fail "rank 0 did not reach host 1's ranks over $transport"; grep -h transport "$out"/torchrun.*; }
+  grep -q "rank 0 INFO allreduce of 4194304 x float on 4 ranks: hier" "$out/torchrun.0" ||
+    { fail "the 16 MiB all-reduce was not hierarchical"; grep -h "allreduce of 4194304" "$out"/torchrun.*; }
+  [ "$status" -eq 0 ] && echo "ok: torchrun on 2 hosts x 2 ranks, every element checked, 16 MiB all-reduce hierarchical"
 fi
 
 if [ "$mode" = "kill" ]; then
