@@ -5,18 +5,19 @@
 # environment: RANK, WORLD_SIZE, MASTER_ADDR); ranks of one host meet over shared
 # memory, ranks of different hosts over the network transport under test.
 #
-#   tests/netns/multi_host.sh BIN_DIR [tcp|ucx] [test|kill|bench|launcher]
+#   tests/netns/multi_host.sh BIN_DIR [tcp|ucx] [test|kill|bench|launcher|tuner]
 #
 # test:  every collective (cc-bench -c 1: every element checked) on 2 and 3 hosts with
 #        1 to 3 ranks each, plus the hierarchical all-reduce and other dtypes/ops.
 # kill:  one host's ranks killed mid-run: every other rank exits non-zero within 5 s.
 # launcher: 2 hosts x 2 ranks started by a real launcher (torchrun, an agent per host).
+# tuner: on 2 hosts x 2 ranks, the tuner's all-reduce beside each algorithm forced.
 # bench: the issue #4 targets: 2 hosts x 1 rank, all-reduce busbw at 64 MiB against a
 #        plain TCP stream between the same namespaces; 2 hosts x 2 ranks, hierarchical
 #        against the flat ring, interleaved in one run.
 # Exit 77 (ctest: skipped) where namespaces cannot be made (not root, no CAP_NET_ADMIN).
 set -uo pipefail
-bin=${1:?usage: multi_host.sh BIN_DIR [tcp|ucx] [test|kill|bench|launcher]}
+bin=${1:?usage: multi_host.sh BIN_DIR [tcp|ucx] [test|kill|bench|launcher|tuner]}
 transport=${2:-tcp}
 mode=${3:-test}
 tag=$$
@@ -175,6 +176,29 @@ if [ "$mode" = "kill" ]; then
     echo "ok: host 1 killed; ranks 0 and 3 exited non-zero ${elapsed}s later:"
     grep -h -m1 -E "WARN|ERROR" "$out/kill.0" "$out/kill.3"
   fi
+fi
+
+if [ "$mode" = "tuner" ]; then
+  # What the tuner picks on 2 hosts x 2 ranks against each algorithm forced, 64 KiB to
+  # 16 MiB, the runs interleaved per round: busbw per size (medians over 3 rounds).
+  for round in 1 2 3; do
+    for algo in auto hier ring tree hd; do
+      job_env=(CC_TIMEOUT_MS=20000 CC_DEBUG=INFO)
+      [ "$algo" = auto ] || job_env+=(CC_ALGO=$algo)
+      run_job "sweep-$algo-$round" 2,2 "$bin/cc-bench" allreduce -b 64K -e 16M -f 4 -n 5 -w 1 -c 0 ||
+        fail "sweep $algo"
+    done
+  done
+  for algo in auto hier ring tree hd; do
+    printf '%-5s' "$algo"
+    for size in 65536 262144 1048576 4194304 16777216; do
+      cat "$out"/sweep-$algo-*.0 | awk -v s="$size" '$1 == s { print $8 }' | sort -g |
+        awk '{ v[NR] = $1 } END { printf " %8s", v[2] }'
+    done
+    echo "  busbw GB/s at 64K 256K 1M 4M 16M (median of 3)"
+  done
+  echo "the tuner's choices on rank 0:"
+  grep -h "rank 0 INFO allreduce of" "$out"/sweep-auto-1.0 | sed -E 's/ \(cheapest.*//' | sort | uniq -c
 fi
 
 if [ "$mode" = "bench" ]; then
