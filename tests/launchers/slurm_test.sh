@@ -7,8 +7,9 @@
 #   PMI_FD): the ring exchange, every float checked;
 # - srun with no MPI plugin: cc refuses with a message that says what to use;
 # - sbatch of examples/slurm/train.sbatch runs to completion and its output is checked;
-# - one rank of a running srun step killed (SIGKILL, as the OOM killer or a dead node would):
-#   the other exits non-zero within CC_TIMEOUT_MS, naming the dead rank.
+# - one rank of a running srun step killed (SIGKILL, as the OOM killer or a dead node would),
+#   and, with each rank in a step of its own, scancel of rank 1's: the other exits non-zero
+#   within CC_TIMEOUT_MS, naming the dead rank.
 #   tests/launchers/slurm_test.sh BUILD/bin
 set -euo pipefail
 bin=$(cd "${1:?build/bin directory}" && pwd)
@@ -25,7 +26,7 @@ fi
 trap '"$here/slurm_cluster.sh" stop "$work/cluster"; rm -rf "$work"' EXIT
 export SLURM_CONF=$work/cluster/slurm.conf
 unset OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_RANK PMIX_RANK PMIX_NAMESPACE PMI_FD PMI_RANK RANK WORLD_SIZE \
-  MASTER_ADDR MASTER_PORT
+  MASTER_ADDR MASTER_PORT CC_BOOTSTRAP_SECRET
 export CC_TIMEOUT_MS=10000
 
 fail() { echo "$1"; cat "$2"; exit 1; }
@@ -79,4 +80,29 @@ seconds=$(( ($(date +%s%N) - killed) / 1000000000 ))
 [ "$status" -ne 0 ] || fail "the step exited 0 with a dead rank:" "$work/kill.out"
 grep -q "rank 0: .*rank 1" "$work/kill.out" || fail "rank 0 did not name rank 1:" "$work/kill.out"
 [ "$seconds" -le $((CC_TIMEOUT_MS / 1000 + 5)) ] || fail "rank 0 took ${seconds} s:" "$work/kill.out"
-echo "slurm: srun --mpi=pmix and pmi2, sbatch, and a killed rank named within ${seconds} s"
+# Each rank its own step (torchrun-style variables, as a workflow that starts ranks with
+# separate srun calls does); scancel of rank 1's step: rank 0 fails within the timeout.
+port=$((30000 + $$ % 20000))
+for rank in 0 1; do
+  RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port CC_BOOTSTRAP_SECRET=slurm-$$ \
+    srun -J "cc-rank$rank-$$" -n 1 "$bin/cc-train" "${model[@]}" --batch 2 --dp 2 --steps 1000000 \
+    >"$work/step$rank.out" 2>&1 &
+  eval "step$rank=\$!"
+done
+job=
+for _ in $(seq 300); do
+  job=$(squeue -h -n "cc-rank1-$$" -o %i)
+  [ -n "$job" ] && grep -q "^step 1/" "$work/step0.out" && break
+  sleep 0.1
+done
+[ -n "$job" ] || { kill "$step0" "$step1"; fail "rank 1's job never ran:" "$work/step1.out"; }
+scancel "$job"
+cancelled=$(date +%s%N)
+status=0
+wait "$step0" || status=$?
+wait "$step1" || true
+seconds=$(( ($(date +%s%N) - cancelled) / 1000000000 ))
+[ "$status" -ne 0 ] || fail "rank 0 exited 0 after rank 1's step was cancelled:" "$work/step0.out"
+grep -q "rank 0: .*rank 1" "$work/step0.out" || fail "rank 0 did not name rank 1:" "$work/step0.out"
+[ "$seconds" -le $((CC_TIMEOUT_MS / 1000 + 5)) ] || fail "rank 0 took ${seconds} s after scancel:" "$work/step0.out"
+echo "slurm: srun --mpi=pmix and pmi2, sbatch, a killed rank and a cancelled rank's step named in time"
