@@ -449,6 +449,10 @@ Status split(const std::shared_ptr<Communicator>& parent, int color, int key, cc
 
 namespace cc::comm {
 std::shared_ptr<Communicator> communicatorOf(ccComm_t handle) { return tryLookup(handle); }
+Result<std::shared_ptr<Stream>> streamOf(ccStream_t handle) { return lookupStream(handle); }
+ccResult_t reportStatus(const Status& status, const std::shared_ptr<Communicator>& comm) {
+  return report(comm.get(), status);
+}
 }  // namespace cc::comm
 
 using namespace cc;  // NOLINT: the C entry points below
