@@ -65,6 +65,9 @@ parallel:  --dp N (1) --tp N (1; heads and the padded vocab divisible by it) --p
            -np DP*PP*TP --zero 0|1|2|3 (0; 0 or 1 with --pp) --bucket-mb X (25)
            --no-overlap (reduce gradients after backward instead of during it)
            --sp (sequence parallelism over the TP group; --tp divides --seq)
+           --compress none|fp16|bf16|onebit|powersgd (DP's gradient reductions; onebit and
+           powersgd with --zero 0) --compress-rank R (4, PowerSGD) --compress-start STEP (0:
+           float32 reductions for the first STEP steps)
 config:    --config FILE (YAML or JSON: parallel_config, zero_config, model, batch, optimizer,
            training; docs/TRAINING.md; flags given as well override the file)
 pipeline:  --schedule gpipe|1f1b|interleaved|zb-h1 (1f1b) over --grad-accum micro-batches
@@ -189,6 +192,19 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
        }},
       {"--zero",
        [&](auto& f, auto& v) { return parseInteger(f, v, 0, 3, &train.parallel.zeroStage); }},
+      {"--compress",
+       [&](auto& f, auto& v) -> Status {
+         auto kind = parseCompression(v);
+         if (!kind.isOk()) return invalidArgument(f + ": " + kind.status().message());
+         train.compression.kind = kind.value();
+         return Status::ok();
+       }},
+      {"--compress-rank",
+       [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1024, &train.compression.rank); }},
+      {"--compress-start",
+       [&](auto& f, auto& v) {
+         return parseInteger(f, v, int64_t{0}, int64_t{1} << 40, &train.compression.startStep);
+       }},
       {"--bucket-mb",
        [&](auto& f, auto& v) { return parseFloat(f, v, 1e-3f, 1e5f, &options.bucketMiB); }},
   };

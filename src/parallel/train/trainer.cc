@@ -51,8 +51,16 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
             status_ = invalidArgument(
                 "trainer: sequence parallelism needs a mesh with a tensor-parallel size above 1");
           }
+          if (options.compression.kind != Compression::kNone) {
+            status_ = invalidArgument(
+                std::string("trainer: --compress ") + compressionName(options.compression.kind) +
+                " compresses data parallelism's gradient reductions: it needs ranks (--dp above "
+                "1 under a launcher)");
+          }
           return nullptr;
         }
+        status_ = compressionRefusal(options.compression, options.parallel.zeroStage);
+        if (!status_.isOk()) return nullptr;
         if (mesh->shape().pp > 1 && options.parallel.zeroStage > 1) {
           status_ = invalidArgument(
               "trainer: ZeRO-" + std::to_string(options.parallel.zeroStage) +
@@ -73,13 +81,20 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
           tensorParallel_ = std::move(group).value();
           model_.setTensorParallel(tensorParallel_.get());
         }
-        auto strategy = makeShardingStrategy(options.parallel);
+        // PowerSGD compresses whole matrices: its buckets are runs of whole tensors.
+        DataParallelOptions parallel = options.parallel;
+        parallel.alignBucketsToTensors =
+            parallel.alignBucketsToTensors || options.compression.kind == Compression::kPowerSgd;
+        auto strategy = makeShardingStrategy(parallel);
         if (!strategy.isOk()) {
           status_ = strategy.status();
           return nullptr;
         }
-        auto created =
-            DataParallel::create(mesh->dp(), model_, options.parallel, std::move(strategy).value());
+        std::unique_ptr<BucketReducer> reducer;
+        if (options.compression.kind != Compression::kNone)
+          reducer = std::make_unique<CompressingReducer>(options.compression);
+        auto created = DataParallel::create(mesh->dp(), model_, parallel,
+                                            std::move(strategy).value(), std::move(reducer));
         if (!created.isOk()) {
           status_ = created.status();
           return nullptr;

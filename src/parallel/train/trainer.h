@@ -23,6 +23,7 @@
 
 #include "core/status.h"
 #include "parallel/data/batch_source.h"
+#include "parallel/dp/compressing_reducer.h"
 #include "parallel/dp/data_parallel.h"
 #include "parallel/mesh/mesh.h"
 #include "parallel/model/gpt.h"
@@ -51,6 +52,8 @@ struct TrainOptions {
   // Under the mesh's pp > 1: the pipeline schedule over the gradAccum micro-batches.
   ScheduleKind schedule = ScheduleKind::kOneFOneB;
   int virtualStages = 1;  // model chunks per stage (interleaved)
+  // DP's gradient reductions compressed (dp/compressing_reducer.h); needs a mesh.
+  CompressionOptions compression;
 };
 
 struct StepResult {
