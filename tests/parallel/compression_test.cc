@@ -5,9 +5,13 @@
 // - 1-bit and PowerSGD train (the loss falls) and send at most a tenth of float32's bytes
 //   per step (the traffic counters, per step, after the warm-up), and with
 //   --compress-start the warm-up steps are float32's exactly;
+// - local SGD sends nothing but the loss and, every K-th step, the parameters' average, after which
+// the
+//   ranks agree bit for bit;
 // - 1-bit and PowerSGD under ZeRO, and any kind without ranks, are refused saying why.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "parallel/mesh/mesh.h"
@@ -115,6 +119,49 @@ TEST(Compression, SixteenBitsFollowFloat32AndOneBitAndPowerSgdSendATenth) {
                 static_cast<unsigned long long>(run.bytes.back()),
                 static_cast<unsigned long long>(plain.bytes.back()));
   }
+}
+
+// Local SGD with K = 4: on three steps of four nothing but the step's mean loss (one
+// double), on the fourth the parameters' average too, after which every rank
+// holds the same parameters bit for bit; and it trains.
+TEST(Compression, LocalSgdSendsOnlyEveryKthStepAndThenAgrees) {
+  TrainOptions options = compressedOptions(Compression::kNone);
+  options.localSgdSteps = 4;
+  const TrainingRun run = runDp2(options);
+  ASSERT_EQ(run.losses.size(), static_cast<size_t>(kSteps));
+  for (size_t step = 0; step < run.bytes.size(); ++step) {
+    if ((step + 1) % 4 != 0) {
+      EXPECT_EQ(run.bytes[step], sizeof(double)) << "step " << step + 1 << ": only the loss";
+    } else {
+      EXPECT_GT(run.bytes[step], 4 * 100000u) << "step " << step + 1 << ": the parameters";
+    }
+  }
+  EXPECT_LT(run.losses.back(), run.losses.front() - 0.5) << "local SGD trains";
+  runRanks(2, [&](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    {
+      auto mesh = testing::meshFor(comm, {2, 1, 1}, options.model);
+      ASSERT_NE(mesh, nullptr);
+      Trainer trainer(options, syntheticFor(options, mesh->coordinates().dp, 2), mesh.get());
+      for (int step = 1; step <= 8; ++step) {
+        ASSERT_TRUE(trainer.tryStep().isOk());
+        auto parameters = trainer.fullParameters();
+        ASSERT_TRUE(parameters.isOk());
+        std::vector<float> other(parameters->size());
+        std::vector<float> mine = parameters.value();
+        // Rank 1's parameters to rank 0.
+        std::vector<float> both(2 * mine.size());
+        ASSERT_EQ(
+            ccAllGather(mine.data(), both.data(), mine.size(), ccFloat32, mesh->dp(), nullptr),
+            ccSuccess);
+        const bool same =
+            std::equal(both.begin(), both.begin() + static_cast<std::ptrdiff_t>(mine.size()),
+                       both.begin() + static_cast<std::ptrdiff_t>(mine.size()));
+        EXPECT_EQ(same, step % 4 == 0) << "step " << step;
+      }
+    }
+    ccCommDestroy(comm);
+  });
 }
 
 TEST(Compression, RefusalsSayWhy) {

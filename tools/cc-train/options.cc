@@ -67,7 +67,8 @@ parallel:  --dp N (1) --tp N (1; heads and the padded vocab divisible by it) --p
            --sp (sequence parallelism over the TP group; --tp divides --seq)
            --compress none|fp16|bf16|onebit|powersgd (DP's gradient reductions; onebit and
            powersgd with --zero 0) --compress-rank R (4, PowerSGD) --compress-start STEP (0:
-           float32 reductions for the first STEP steps)
+           float32 reductions for the first STEP steps) --local-sgd K (no gradient
+           reductions; parameters averaged over DP every K steps)
 config:    --config FILE (YAML or JSON: parallel_config, zero_config, model, batch, optimizer,
            training; docs/TRAINING.md; flags given as well override the file)
 pipeline:  --schedule gpipe|1f1b|interleaved|zb-h1 (1f1b) over --grad-accum micro-batches
@@ -199,6 +200,8 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
          train.compression.kind = kind.value();
          return Status::ok();
        }},
+      {"--local-sgd",
+       [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 20, &train.localSgdSteps); }},
       {"--compress-rank",
        [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1024, &train.compression.rank); }},
       {"--compress-start",

@@ -47,4 +47,18 @@ class AveragingReducer final : public BucketReducer {
   std::string describe() const override { return "float32 average"; }
 };
 
+// Local SGD (Lin et al. 2020, the seed's "update locally for K steps, then synchronise"):
+// nothing is reduced, each rank steps on its own gradients, and the trainer averages the
+// parameters every K steps. Under ZeRO there is no whole gradient to keep: refused.
+class LocalReducer final : public BucketReducer {
+ public:
+  Status allReduce(const Bucket&, ccComm_t, ccStream_t) override { return Status::ok(); }
+  Status reduceScatter(const Bucket&, std::span<float>, ccComm_t, ccStream_t) override {
+    return invalidArgument("dp: local SGD keeps each rank's whole gradient; it needs --zero 0");
+  }
+  std::string describe() const override {
+    return "none (local SGD: parameters averaged every K steps)";
+  }
+};
+
 }  // namespace cc::parallel

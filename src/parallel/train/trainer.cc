@@ -61,6 +61,13 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
         }
         status_ = compressionRefusal(options.compression, options.parallel.zeroStage);
         if (!status_.isOk()) return nullptr;
+        if (options.localSgdSteps > 0 &&
+            (options.parallel.zeroStage != 0 || options.compression.kind != Compression::kNone)) {
+          status_ = invalidArgument(
+              "trainer: --local-sgd averages whole parameters every K steps: it needs --zero 0 "
+              "and no --compress (it sends no gradients at all)");
+          return nullptr;
+        }
         if (mesh->shape().pp > 1 && options.parallel.zeroStage > 1) {
           status_ = invalidArgument(
               "trainer: ZeRO-" + std::to_string(options.parallel.zeroStage) +
@@ -93,6 +100,7 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
         std::unique_ptr<BucketReducer> reducer;
         if (options.compression.kind != Compression::kNone)
           reducer = std::make_unique<CompressingReducer>(options.compression);
+        if (options.localSgdSteps > 0) reducer = std::make_unique<LocalReducer>();
         auto created = DataParallel::create(mesh->dp(), model_, parallel,
                                             std::move(strategy).value(), std::move(reducer));
         if (!created.isOk()) {
@@ -205,7 +213,15 @@ Status Trainer::runStep(StepResult& result) {
     CC_ASSIGN_OR_RETURN(result.loss, dp->average(result.loss));
   }
   result.lr = schedule_.at(stepIndex);
-  return update(result.lr, clipScale(result.gradNorm, options_.clip));
+  CC_TRY(update(result.lr, clipScale(result.gradNorm, options_.clip)));
+  if (options_.localSgdSteps > 0 && dp != nullptr &&
+      (stepIndex + 1) % options_.localSgdSteps == 0) {
+    std::span<float> parameters = model_.parameters();
+    CC_TRY(ccCall(ccAllReduce(parameters.data(), parameters.data(), parameters.size(), ccFloat32,
+                              ccAvg, mesh_->dp(), nullptr),
+                  mesh_->dp(), "local SGD: averaging the parameters"));
+  }
+  return Status::ok();
 }
 
 Status Trainer::tensorParallelStatus() const {

@@ -54,6 +54,9 @@ struct TrainOptions {
   int virtualStages = 1;  // model chunks per stage (interleaved)
   // DP's gradient reductions compressed (dp/compressing_reducer.h); needs a mesh.
   CompressionOptions compression;
+  // Local SGD: 0 off; K > 0: no gradient reductions, each DP rank steps alone and the
+  // parameters are averaged over DP after every K-th step (ZeRO-0, no compression).
+  int localSgdSteps = 0;
 };
 
 struct StepResult {
