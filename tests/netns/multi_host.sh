@@ -5,19 +5,20 @@
 # environment: RANK, WORLD_SIZE, MASTER_ADDR); ranks of one host meet over shared
 # memory, ranks of different hosts over the network transport under test.
 #
-#   tests/netns/multi_host.sh BIN_DIR [tcp|ucx] [test|kill|bench|launcher|tuner]
+#   tests/netns/multi_host.sh BIN_DIR [tcp|ucx] [test|kill|bench|launcher|tuner|compress]
 #
 # test:  every collective (cc-bench -c 1: every element checked) on 2 and 3 hosts with
 #        1 to 3 ranks each, plus the hierarchical all-reduce and other dtypes/ops.
 # kill:  one host's ranks killed mid-run: every other rank exits non-zero within 5 s.
 # launcher: 2 hosts x 2 ranks started by a real launcher (torchrun, an agent per host).
 # tuner: on 2 hosts x 2 ranks, the tuner's all-reduce beside each algorithm forced.
+# compress: cc-train --dp 2 across 2 hosts with the link shaped by tc, per --compress kind.
 # bench: the issue #4 targets: 2 hosts x 1 rank, all-reduce busbw at 64 MiB against a
 #        plain TCP stream between the same namespaces; 2 hosts x 2 ranks, hierarchical
 #        against the flat ring, interleaved in one run.
 # Exit 77 (ctest: skipped) where namespaces cannot be made (not root, no CAP_NET_ADMIN).
 set -uo pipefail
-bin=${1:?usage: multi_host.sh BIN_DIR [tcp|ucx] [test|kill|bench|launcher|tuner]}
+bin=${1:?usage: multi_host.sh BIN_DIR [tcp|ucx] [test|kill|bench|launcher|tuner|compress]}
 transport=${2:-tcp}
 mode=${3:-test}
 tag=$$
@@ -176,6 +177,32 @@ if [ "$mode" = "kill" ]; then
     echo "ok: host 1 killed; ranks 0 and 3 exited non-zero ${elapsed}s later:"
     grep -h -m1 -E "WARN|ERROR" "$out/kill.0" "$out/kill.3"
   fi
+fi
+
+if [ "$mode" = "compress" ]; then
+  # Gradient compression where it pays: dp 2 across the two hosts, cc-train's default model
+  # (13 MB of gradients a step), the link between the hosts limited by tc (tbf on both
+  # veths) to 1 Gbit/s, then to 25 Mbit/s, where float32's step is mostly communication.
+  # Per rate and kind: median tokens/s (cc-train's, over the steps after the first) and the
+  # share of the step rank 0 waited for the gradient reductions, the kinds interleaved.
+  kinds=(none fp16 bf16 onebit powersgd)
+  for rate in 1gbit 25mbit; do
+    for h in 0 1; do
+      ip netns exec "${hosts[$h]}" tc qdisc replace dev "veth$h" root tbf rate "$rate" burst 256kb \
+        latency 500ms || { echo "SKIP: tc cannot shape veth$h"; exit 77; }
+    done
+    steps=12
+    [ "$rate" = 25mbit ] && steps=5
+    for kind in "${kinds[@]}"; do
+      job_env=(CC_TIMEOUT_MS=120000)
+      run_job "compress-$rate-$kind" 1,1 "$bin/cc-train" --dp 2 --steps $steps --print-every 1000 \
+        --compress "$kind" || { fail "cc-train --compress $kind at $rate"; tail -5 "$out/compress-$rate-$kind.0"; continue; }
+      summary=$(grep '^summary:' "$out/compress-$rate-$kind.0")
+      field() { echo "$summary" | awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }'; }
+      printf '%-7s %-9s tokens/s %7s  gradient wait %8s ms a step  sent %6s MiB a step\n' "$rate" "$kind" \
+        "$(field median_tokens_per_s)" "$(field median_gradient_wait_ms)" "$(field sent_mib_per_step)"
+    done
+  done
 fi
 
 if [ "$mode" = "tuner" ]; then

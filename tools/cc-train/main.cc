@@ -346,6 +346,11 @@ int run(const Options& parsed) {
     std::sort(steady.begin(), steady.end());
     return steady[steady.size() / 2];
   };
+  auto mean = [](const std::vector<double>& values) {
+    double sum = 0;
+    for (double value : values) sum += value;
+    return values.empty() ? 0.0 : sum / static_cast<double>(values.size());
+  };
   if (!rates.empty() && leader) {
     std::printf("summary: steps %lld final_loss %.6f median_tokens_per_s %.0f threads %d",
                 static_cast<long long>(trainer.completedSteps()), curve.back().second,
@@ -354,7 +359,7 @@ int run(const Options& parsed) {
       std::printf(
           " dp %d pp %d tp %d sp %d zero %d median_gradient_wait_ms %.3f sent_mib_per_step %.2f",
           options.dp, options.pp, options.tp, train.sequenceParallel ? 1 : 0,
-          train.parallel.zeroStage, 1e3 * median(waits), median(sentPerStep) / (1024.0 * 1024.0));
+          train.parallel.zeroStage, 1e3 * median(waits), mean(sentPerStep) / (1024.0 * 1024.0));
     }
     std::printf("\n");
   }

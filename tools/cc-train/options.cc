@@ -68,7 +68,9 @@ parallel:  --dp N (1) --tp N (1; heads and the padded vocab divisible by it) --p
            --compress none|fp16|bf16|onebit|powersgd (DP's gradient reductions; onebit and
            powersgd with --zero 0) --compress-rank R (4, PowerSGD) --compress-start STEP (0:
            float32 reductions for the first STEP steps) --local-sgd K (no gradient
-           reductions; parameters averaged over DP every K steps)
+           reductions; parameters averaged over DP every K steps) --optimizer adamw|onebit-adam
+           (1-bit Adam: AdamW for --freeze-step K (20) steps, then the variance frozen and
+           the momentum averaged 1-bit compressed)
 config:    --config FILE (YAML or JSON: parallel_config, zero_config, model, batch, optimizer,
            training; docs/TRAINING.md; flags given as well override the file)
 pipeline:  --schedule gpipe|1f1b|interleaved|zb-h1 (1f1b) over --grad-accum micro-batches
@@ -199,6 +201,17 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
          if (!kind.isOk()) return invalidArgument(f + ": " + kind.status().message());
          train.compression.kind = kind.value();
          return Status::ok();
+       }},
+      {"--optimizer",
+       [&](auto& f, auto& v) -> Status {
+         if (v != "adamw" && v != "onebit-adam")
+           return invalidArgument(f + ": '" + v + "' is not adamw or onebit-adam");
+         train.oneBitAdam = v == "onebit-adam";
+         return Status::ok();
+       }},
+      {"--freeze-step",
+       [&](auto& f, auto& v) {
+         return parseInteger(f, v, int64_t{0}, int64_t{1} << 40, &train.freezeStep);
        }},
       {"--local-sgd",
        [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 20, &train.localSgdSteps); }},

@@ -10,6 +10,8 @@
 #include <cc/cc.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 
@@ -47,18 +49,29 @@ class AveragingReducer final : public BucketReducer {
   std::string describe() const override { return "float32 average"; }
 };
 
-// Local SGD (Lin et al. 2020, the seed's "update locally for K steps, then synchronise"):
-// nothing is reduced, each rank steps on its own gradients, and the trainer averages the
-// parameters every K steps. Under ZeRO there is no whole gradient to keep: refused.
+// Gradients that stay on their rank, after the first `averagedSteps` reductions of each
+// bucket (the float32 average): local SGD (Lin et al. 2020, the seed's "update locally for
+// K steps, then synchronise": the trainer averages the parameters every K steps) and 1-bit
+// Adam after its warm-up (the optimizer averages the momentum instead). Under ZeRO there is
+// no whole gradient to keep: refused.
 class LocalReducer final : public BucketReducer {
  public:
-  Status allReduce(const Bucket&, ccComm_t, ccStream_t) override { return Status::ok(); }
+  LocalReducer(int64_t averagedSteps, std::string what)
+      : averagedSteps_(averagedSteps), what_(std::move(what)) {}
+  Status allReduce(const Bucket& bucket, ccComm_t comm, ccStream_t stream) override {
+    if (calls_[bucket.index]++ < averagedSteps_) return plain_.allReduce(bucket, comm, stream);
+    return Status::ok();
+  }
   Status reduceScatter(const Bucket&, std::span<float>, ccComm_t, ccStream_t) override {
-    return invalidArgument("dp: local SGD keeps each rank's whole gradient; it needs --zero 0");
+    return invalidArgument("dp: " + what_ + " keeps each rank's whole gradient; it needs --zero 0");
   }
-  std::string describe() const override {
-    return "none (local SGD: parameters averaged every K steps)";
-  }
+  std::string describe() const override { return "none (" + what_ + ")"; }
+
+ private:
+  int64_t averagedSteps_;
+  std::string what_;
+  AveragingReducer plain_;
+  std::map<size_t, int64_t> calls_;
 };
 
 }  // namespace cc::parallel

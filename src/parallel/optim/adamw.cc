@@ -36,6 +36,7 @@ void AdamW::update(std::span<float> parameters, std::span<const float> gradients
 void AdamW::updatePieces(std::span<const AdamWPiece> pieces, const ParameterLayout& layout,
                          float lr, float gradientScale) {
   ++step_;
+  varianceStep_ = step_;
   // Bias corrections in fp64, then rounded once: the same on every step replay.
   const StepConstants k{
       options_.beta1,
@@ -72,10 +73,36 @@ void AdamW::updatePieces(std::span<const AdamWPiece> pieces, const ParameterLayo
   }
 }
 
+Status AdamW::updateFrozenVariance(std::span<float> parameters, std::span<const float> gradients,
+                                   const ParameterLayout& layout, float lr, float gradientScale,
+                                   const std::function<Status(std::span<float>)>& average) {
+  ++step_;
+  const size_t count = layout.totalSize();
+  const float beta1 = options_.beta1;
+  for (size_t i = 0; i < count; ++i)
+    m_[i] = beta1 * m_[i] + (1.0f - beta1) * gradients[i] * gradientScale;
+  CC_TRY(average(std::span<float>(m_).first(count)));
+  const float correction1 =
+      static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(beta1), step_)));
+  const float correction2 =
+      static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(options_.beta2),
+                                               std::max<int64_t>(varianceStep_, 1))));
+  for (const TensorSlice& tensor : layout.tensors()) {
+    const float decay = tensor.decays ? options_.weightDecay : 0.0f;
+    for (size_t i = tensor.offset; i < tensor.offset + tensor.size; ++i) {
+      const float vHat = v_[i] * correction2;
+      parameters[i] -=
+          lr * (m_[i] * correction1 / (std::sqrt(vHat) + options_.epsilon) + decay * parameters[i]);
+    }
+  }
+  return Status::ok();
+}
+
 void AdamW::restore(std::vector<float> m, std::vector<float> v, int64_t step) {
   m_ = std::move(m);
   v_ = std::move(v);
   step_ = step;
+  varianceStep_ = step;
 }
 
 }  // namespace cc::parallel

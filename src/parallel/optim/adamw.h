@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
+#include "core/status.h"
 #include "parallel/model/parameter_layout.h"
 
 namespace cc::parallel {
@@ -47,6 +49,14 @@ class AdamW {
   void updatePieces(std::span<const AdamWPiece> pieces, const ParameterLayout& layout, float lr,
                     float gradientScale);
 
+  // 1-bit Adam's compressed stage (Tang et al. 2021), on the whole buffer: v stays as the
+  // last update() left it (its bias correction too), m takes this rank's own gradient, then
+  // `average` replaces m by its average over the ranks (1-bit compressed, with error
+  // feedback), then the step. Advances step(); returns average's failure.
+  Status updateFrozenVariance(std::span<float> parameters, std::span<const float> gradients,
+                              const ParameterLayout& layout, float lr, float gradientScale,
+                              const std::function<Status(std::span<float>)>& average);
+
   int64_t step() const { return step_; }
   const AdamWOptions& options() const { return options_; }
   std::span<float> firstMoment() { return m_; }
@@ -61,6 +71,7 @@ class AdamW {
   std::vector<float> m_;
   std::vector<float> v_;
   int64_t step_ = 0;
+  int64_t varianceStep_ = 0;  // the step of v's last update
 };
 
 }  // namespace cc::parallel

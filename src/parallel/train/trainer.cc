@@ -51,16 +51,24 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
             status_ = invalidArgument(
                 "trainer: sequence parallelism needs a mesh with a tensor-parallel size above 1");
           }
-          if (options.compression.kind != Compression::kNone) {
+          if (options.compression.kind != Compression::kNone || options.oneBitAdam ||
+              options.localSgdSteps > 0) {
             status_ = invalidArgument(
-                std::string("trainer: --compress ") + compressionName(options.compression.kind) +
-                " compresses data parallelism's gradient reductions: it needs ranks (--dp above "
-                "1 under a launcher)");
+                "trainer: --compress, --local-sgd and --optimizer onebit-adam change data "
+                "parallelism's reductions: they need ranks (--dp above 1 under a launcher)");
           }
           return nullptr;
         }
         status_ = compressionRefusal(options.compression, options.parallel.zeroStage);
         if (!status_.isOk()) return nullptr;
+        if (options.oneBitAdam &&
+            (options.parallel.zeroStage != 0 || options.compression.kind != Compression::kNone ||
+             options.localSgdSteps > 0)) {
+          status_ = invalidArgument(
+              "trainer: --optimizer onebit-adam compresses the momentum of the whole model on "
+              "every rank: it needs --zero 0, and no --compress or --local-sgd beside it");
+          return nullptr;
+        }
         if (options.localSgdSteps > 0 &&
             (options.parallel.zeroStage != 0 || options.compression.kind != Compression::kNone)) {
           status_ = invalidArgument(
@@ -100,7 +108,17 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
         std::unique_ptr<BucketReducer> reducer;
         if (options.compression.kind != Compression::kNone)
           reducer = std::make_unique<CompressingReducer>(options.compression);
-        if (options.localSgdSteps > 0) reducer = std::make_unique<LocalReducer>();
+        if (options.localSgdSteps > 0) {
+          reducer = std::make_unique<LocalReducer>(0, "local SGD: parameters averaged every " +
+                                                          std::to_string(options.localSgdSteps) +
+                                                          " steps");
+        }
+        if (options.oneBitAdam) {
+          reducer = std::make_unique<LocalReducer>(
+              options.freezeStep, "1-bit Adam: gradients averaged for " +
+                                      std::to_string(options.freezeStep) +
+                                      " steps, then the momentum 1-bit compressed");
+        }
         auto created = DataParallel::create(mesh->dp(), model_, parallel,
                                             std::move(strategy).value(), std::move(reducer));
         if (!created.isOk()) {
@@ -131,7 +149,9 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
   pipeline_ = std::move(stage).value();
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  if (momentumCompressor_ != nullptr) (void)ccCompressorDestroy(momentumCompressor_);
+}
 
 size_t Trainer::tokensPerStep() const {
   return inputs_.size() * static_cast<size_t>(options_.gradAccum) * static_cast<size_t>(world_);
@@ -240,6 +260,21 @@ Result<double> Trainer::finishGradients() {
 }
 
 Status Trainer::update(float lr, float gradientScale) {
+  if (dataParallel_ && options_.oneBitAdam && optimizer_.step() >= options_.freezeStep) {
+    ccComm_t dp = mesh_->dp();
+    if (momentumCompressor_ == nullptr) {
+      const size_t rows = 1, cols = model_.layout().totalSize();
+      const ccCompressConfig_t config{ccCompressOneBit, 0, 0, 0};
+      CC_TRY(ccCall(ccCompressorCreate(dp, &config, 1, &rows, &cols, &momentumCompressor_), dp,
+                    "1-bit Adam: the momentum's compressor"));
+    }
+    return optimizer_.updateFrozenVariance(
+        model_.parameters(), model_.gradients(), model_.layout(), lr, gradientScale,
+        [&](std::span<float> momentum) {
+          return ccCall(ccCompressedAllReduce(momentumCompressor_, momentum.data(), nullptr), dp,
+                        "1-bit Adam: compressed all-reduce of the momentum");
+        });
+  }
   if (dataParallel_) return dataParallel_->update(optimizer_, lr, gradientScale);
   optimizer_.update(model_.parameters(), model_.gradients(), model_.layout(), lr, gradientScale);
   return Status::ok();

@@ -16,6 +16,8 @@
 // save and cut on load. Pipeline parallelism (pp > 1) is refused until its issue lands.
 #pragma once
 
+#include <cc/compress.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -57,6 +59,11 @@ struct TrainOptions {
   // Local SGD: 0 off; K > 0: no gradient reductions, each DP rank steps alone and the
   // parameters are averaged over DP after every K-th step (ZeRO-0, no compression).
   int localSgdSteps = 0;
+  // 1-bit Adam (Tang et al. 2021): plain AdamW with averaged gradients for freezeStep steps,
+  // then the variance frozen and the momentum, from each rank's own gradients, averaged by
+  // cc's 1-bit compressed all-reduce (ZeRO-0, no other compression).
+  bool oneBitAdam = false;
+  int64_t freezeStep = 20;
 };
 
 struct StepResult {
@@ -125,6 +132,7 @@ class Trainer {
   std::vector<float> cutLocal(std::span<const float> whole) const;
   Result<double> finishGradients();
   Status update(float lr, float gradientScale);
+  ccCompressor_t momentumCompressor_ = nullptr;  // 1-bit Adam's, made at the freeze
 
   TrainOptions options_;
   std::unique_ptr<BatchSource> source_;
