@@ -279,6 +279,28 @@ ReduceKernel reduceKernelFor(Isa isa, ccDataType_t type, ccRedOp_t op) {
   return nullptr;
 }
 
+void floatsTo16Bits(const float* src, uint16_t* dst, size_t count, bool bfloat16) {
+  switch (activeIsa()) {
+    case Isa::kGeneric:
+      return generic::narrowFloats(dst, src, count, bfloat16);
+    case Isa::kAvx2:
+      return avx2::narrowFloats(dst, src, count, bfloat16);
+    case Isa::kAvx512:
+      return avx512::narrowFloats(dst, src, count, bfloat16);
+  }
+}
+
+void floatsFrom16Bits(const uint16_t* src, float* dst, size_t count, bool bfloat16) {
+  switch (activeIsa()) {
+    case Isa::kGeneric:
+      return generic::widenToFloats(dst, src, count, bfloat16);
+    case Isa::kAvx2:
+      return avx2::widenToFloats(dst, src, count, bfloat16);
+    case Isa::kAvx512:
+      return avx512::widenToFloats(dst, src, count, bfloat16);
+  }
+}
+
 ReduceKernel reduceKernel(ccDataType_t type, ccRedOp_t op) {
   // One table per process, filled on first use.
   static const auto table = [] {

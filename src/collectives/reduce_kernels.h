@@ -42,6 +42,9 @@ float halfToFloat(uint16_t bits);
 uint16_t floatToHalf(float value);
 float bfloat16ToFloat(uint16_t bits);
 uint16_t floatToBfloat16(float value);
+// The same over whole buffers, vectorised where the CPU has F16C/AVX2 (the same bits).
+void floatsTo16Bits(const float* src, uint16_t* dst, size_t count, bool bfloat16);
+void floatsFrom16Bits(const uint16_t* src, float* dst, size_t count, bool bfloat16);
 
 size_t dataTypeSize(ccDataType_t type);  // 0 for an unknown type
 const char* dataTypeName(ccDataType_t type);

@@ -28,17 +28,11 @@ class HalfCompressor final : public Compressor {
       : Compressor(comm, rank, ranks, std::move(shapes)), bf16_(bf16), wire_(elements_) {}
 
   Status allReduce(float* buffer) override {
-    for (size_t i = 0; i < elements_; ++i) {
-      wire_[i] =
-          bf16_ ? collectives::floatToBfloat16(buffer[i]) : collectives::floatToHalf(buffer[i]);
-    }
+    collectives::floatsTo16Bits(buffer, wire_.data(), elements_, bf16_);
     CC_TRY(check(ccAllReduce(wire_.data(), wire_.data(), elements_, bf16_ ? ccBfloat16 : ccFloat16,
                              ccAvg, comm_, nullptr),
                  comm_, bf16_ ? "bf16 all-reduce" : "fp16 all-reduce"));
-    for (size_t i = 0; i < elements_; ++i) {
-      buffer[i] =
-          bf16_ ? collectives::bfloat16ToFloat(wire_[i]) : collectives::halfToFloat(wire_[i]);
-    }
+    collectives::floatsFrom16Bits(wire_.data(), buffer, elements_, bf16_);
     return Status::ok();
   }
 
@@ -286,13 +280,27 @@ Result<std::unique_ptr<Compressor>> makeCompressor(ccComm_t comm, const ccCompre
 
 void packSigns(std::span<const float> values, std::span<uint8_t> bits) {
   std::fill(bits.begin(), bits.end(), uint8_t{0});
-  for (size_t i = 0; i < values.size(); ++i) {
+  const size_t whole = values.size() / 8;
+  for (size_t byte = 0; byte < whole; ++byte) {
+    const float* v = values.data() + 8 * byte;
+    unsigned packed = 0;
+    for (unsigned k = 0; k < 8; ++k) packed |= static_cast<unsigned>(v[k] >= 0) << k;
+    bits[byte] = static_cast<uint8_t>(packed);
+  }
+  for (size_t i = 8 * whole; i < values.size(); ++i) {
     if (values[i] >= 0) bits[i / 8] = static_cast<uint8_t>(bits[i / 8] | (1u << (i % 8)));
   }
 }
 
 void unpackSigns(std::span<const uint8_t> bits, float scale, std::span<float> out) {
-  for (size_t i = 0; i < out.size(); ++i) out[i] = (bits[i / 8] >> (i % 8)) & 1u ? scale : -scale;
+  const size_t whole = out.size() / 8;
+  for (size_t byte = 0; byte < whole; ++byte) {
+    const unsigned packed = bits[byte];
+    float* o = out.data() + 8 * byte;
+    for (unsigned k = 0; k < 8; ++k) o[k] = (packed >> k) & 1u ? scale : -scale;
+  }
+  for (size_t i = 8 * whole; i < out.size(); ++i)
+    out[i] = (bits[i / 8] >> (i % 8)) & 1u ? scale : -scale;
 }
 
 float compressSigns(std::span<const float> input, std::span<float> residual,

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,42 @@ TEST(CompressBlocks, PackedSignsRoundTrip) {
       EXPECT_EQ(back[i], values[i] >= 0 ? 0.25f : -0.25f) << "count " << count << " i " << i;
     if (count % 8 != 0) {
       EXPECT_EQ(bits.back() >> (count % 8), 0) << "unused bits are 0";
+    }
+  }
+}
+
+// The vectorised whole-buffer casts (F16C/AVX2 where the CPU has them) give the scalar
+// conversions' bits, on odd lengths, ties, subnormals, infinities and NaN.
+TEST(CompressBlocks, BufferCastsAreTheScalarConversions) {
+  std::vector<float> values = gradient(7, 0, 1003);
+  for (size_t i = 0; i < values.size(); i += 7) values[i] *= 1e-6f;  // half subnormals
+  const float special[] = {0.0f,
+                           -0.0f,
+                           65504.0f,
+                           65520.0f,
+                           1e30f,
+                           -1e30f,
+                           std::numeric_limits<float>::infinity(),
+                           std::numeric_limits<float>::quiet_NaN(),
+                           1.0009765625f,
+                           1.00048828125f};
+  std::copy(std::begin(special), std::end(special), values.begin() + 500);
+  for (bool bf16 : {false, true}) {
+    std::vector<uint16_t> narrow(values.size());
+    collectives::floatsTo16Bits(values.data(), narrow.data(), values.size(), bf16);
+    std::vector<float> wide(values.size());
+    collectives::floatsFrom16Bits(narrow.data(), wide.data(), values.size(), bf16);
+    for (size_t i = 0; i < values.size(); ++i) {
+      const uint16_t expected =
+          bf16 ? collectives::floatToBfloat16(values[i]) : collectives::floatToHalf(values[i]);
+      ASSERT_EQ(narrow[i], expected) << (bf16 ? "bf16 " : "fp16 ") << i << " " << values[i];
+      const float back =
+          bf16 ? collectives::bfloat16ToFloat(narrow[i]) : collectives::halfToFloat(narrow[i]);
+      if (std::isnan(back)) {
+        ASSERT_TRUE(std::isnan(wide[i])) << i;
+      } else {
+        ASSERT_EQ(wide[i], back) << i;
+      }
     }
   }
 }

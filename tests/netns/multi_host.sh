@@ -183,9 +183,11 @@ if [ "$mode" = "compress" ]; then
   # Gradient compression where it pays: dp 2 across the two hosts, cc-train's default model
   # (13 MB of gradients a step), the link between the hosts limited by tc (tbf on both
   # veths) to 1 Gbit/s, then to 25 Mbit/s, where float32's step is mostly communication.
-  # Per rate and kind: median tokens/s (cc-train's, over the steps after the first) and the
-  # share of the step rank 0 waited for the gradient reductions, the kinds interleaved.
+  # Three rounds per rate, the kinds interleaved in each; per kind the median over the
+  # rounds of cc-train's tokens/s (its median over the steps after the first) and of the
+  # share of rank 0's step spent waiting for the gradient reductions.
   kinds=(none fp16 bf16 onebit powersgd)
+  rounds=${CC_COMPRESS_ROUNDS:-3}
   for rate in 1gbit 25mbit; do
     for h in 0 1; do
       ip netns exec "${hosts[$h]}" tc qdisc replace dev "veth$h" root tbf rate "$rate" burst 256kb \
@@ -193,14 +195,26 @@ if [ "$mode" = "compress" ]; then
     done
     steps=12
     [ "$rate" = 25mbit ] && steps=5
+    for round in $(seq "$rounds"); do
+      for kind in "${kinds[@]}"; do
+        job_env=(CC_TIMEOUT_MS=120000)
+        name=compress-$rate-$kind-$round
+        run_job "$name" 1,1 "$bin/cc-train" --dp 2 --steps $steps --print-every 1000 --compress "$kind" ||
+          { fail "cc-train --compress $kind at $rate"; tail -5 "$out/$name.0"; continue; }
+        grep '^summary:' "$out/$name.0" | awk '{ for (i = 1; i < NF; i++) {
+            if ($i == "median_tokens_per_s") t = $(i + 1); if ($i == "median_gradient_wait_ms") w = $(i + 1) }
+            print t, w, (t > 0 ? w * t / 1000 / (8 * 128 * 2) : 0) }' >> "$out/compress-$rate-$kind"
+      done
+    done
+    base=
     for kind in "${kinds[@]}"; do
-      job_env=(CC_TIMEOUT_MS=120000)
-      run_job "compress-$rate-$kind" 1,1 "$bin/cc-train" --dp 2 --steps $steps --print-every 1000 \
-        --compress "$kind" || { fail "cc-train --compress $kind at $rate"; tail -5 "$out/compress-$rate-$kind.0"; continue; }
-      summary=$(grep '^summary:' "$out/compress-$rate-$kind.0")
-      field() { echo "$summary" | awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }'; }
-      printf '%-7s %-9s tokens/s %7s  gradient wait %8s ms a step  sent %6s MiB a step\n' "$rate" "$kind" \
-        "$(field median_tokens_per_s)" "$(field median_gradient_wait_ms)" "$(field sent_mib_per_step)"
+      # tokens/s, and the wait as a share of the step (wait x tokens/s / tokens per step)
+      read -r tokens share <<< "$(sort -g "$out/compress-$rate-$kind" | awk '{ t[NR] = $1; s[NR] = $3 }
+        END { m = int((NR + 1) / 2); print t[m], s[m] }')"
+      [ -n "$base" ] || base=$tokens
+      printf '%-7s %-9s tokens/s %6s (%.2fx float32)  waiting for gradients %3.0f%% of the step  (%s rounds)\n' \
+        "$rate" "$kind" "$tokens" "$(awk -v a="$tokens" -v b="$base" 'BEGIN { print a / b }')" \
+        "$(awk -v s="$share" 'BEGIN { print 100 * s }')" "$rounds"
     done
   done
 fi

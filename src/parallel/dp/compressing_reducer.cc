@@ -132,18 +132,13 @@ Status CompressingReducer::reduceScatter(const Bucket& bucket, std::span<float> 
   if (halves_.size() <= bucket.index) halves_.resize(bucket.index + 1);
   std::vector<uint16_t>& half = halves_[bucket.index];
   half.resize(bucket.gradients.size() + shard.size());
-  for (size_t i = 0; i < bucket.gradients.size(); ++i) {
-    half[i] = bf16 ? collectives::floatToBfloat16(bucket.gradients[i])
-                   : collectives::floatToHalf(bucket.gradients[i]);
-  }
+  collectives::floatsTo16Bits(bucket.gradients.data(), half.data(), bucket.gradients.size(), bf16);
   uint16_t* out = half.data() + bucket.gradients.size();
   CC_TRY(ccCall(ccReduceScatter(half.data(), out, shard.size(), bf16 ? ccBfloat16 : ccFloat16,
                                 ccAvg, comm, stream),
                 comm, "dp: 16-bit reduce-scatter of bucket " + std::to_string(bucket.index)));
   CC_TRY(ccCall(ccStreamSynchronize(stream), comm, "dp: 16-bit reduce-scatter"));
-  for (size_t i = 0; i < shard.size(); ++i) {
-    shard[i] = bf16 ? collectives::bfloat16ToFloat(out[i]) : collectives::halfToFloat(out[i]);
-  }
+  collectives::floatsFrom16Bits(out, shard.data(), shard.size(), bf16);
   return Status::ok();
 }
 
