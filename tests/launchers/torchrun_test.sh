@@ -8,6 +8,7 @@
 #   tests/launchers/torchrun_test.sh BUILD/bin
 set -euo pipefail
 bin=${1:?build/bin directory}
+here=$(cd "$(dirname "$0")" && pwd)
 python=/usr/bin/python3
 "$python" -c 'import torch.distributed.run' 2>/dev/null ||
   { echo "no torch for $python (Debian's python3-torch; ./scripts/install-deps.sh): skipped"; exit 77; }
@@ -26,11 +27,5 @@ model=(--layers 1 --heads 2 --width 32 --seq 16 --vocab 64 --steps 20 --warmup 2
 timeout 120 "${torchrun[@]}" "$bin/cc-train" "${model[@]}" --batch 2 --dp 2 --log "$work/dp2.csv" \
   >"$work/train.out" 2>&1 || { cat "$work/train.out"; exit 1; }
 grep -q "mesh: dp 2 x pp 1 x tp 1" "$work/train.out" || { echo "no placement table"; cat "$work/train.out"; exit 1; }
-paste -d, "$work/one.csv" "$work/dp2.csv" | awk -F, '
-  NR == 1 { next }
-  { d = $2 - $8; if (d < 0) d = -d; r = d / $2; if (r > worst) worst = r
-    if (r > 3e-5) { printf "step %s: one process %s, torchrun dp 2 %s\n", $1, $2, $8; bad = 1 } }
-  END { printf "torchrun cc-train --dp 2: %d steps, largest relative loss difference %.3g\n", NR - 1, worst
-        if (NR != 21) { print "expected 20 steps"; exit 1 }
-        exit bad }'
+"$here/../support/compare_losses.sh" "$work/one.csv" "$work/dp2.csv" "torchrun cc-train --dp 2" 20
 echo "torchrun: the ring exchange and cc-train --dp 2 ran"

@@ -15,15 +15,7 @@ trap 'rm -rf "$work"' EXIT
 model=(--layers 2 --heads 4 --width 64 --seq 32 --vocab 200 --steps 50 --warmup 5 --lr 1e-2 --seed 7 --print-every 25)
 
 # The loss logged at every step of run $2 is run $1's, to 3e-5 relative, for 50 steps.
-compare() {
-  paste -d, "$work/$1.csv" "$work/$2.csv" | awk -F, -v name="$2" '
-    NR == 1 { next }
-    { one = $2; dp = $8; d = one - dp; if (d < 0) d = -d; r = d / one; if (r > worst) worst = r
-      if (r > 3e-5) { printf "step %s: one process %s, %s %s\n", $1, one, name, dp; bad = 1 } }
-    END { printf "%s: %d steps, largest relative loss difference %.3g\n", name, NR - 1, worst
-          if (NR != 51) { print "expected 50 steps"; exit 1 }
-          exit bad }'
-}
+compare() { "$(dirname "$0")/../support/compare_losses.sh" "$work/$1.csv" "$work/$2.csv" "$2" 50; }
 
 "$train" "${model[@]}" --batch 8 --log "$work/one.csv" >"$work/one.out"
 # dp 2 with zero 0 and 3, dp 4 with zero 2 (4 ranks x 2 rows), dp 2 x tp 2, tp 2, both
