@@ -140,6 +140,11 @@ TEST_F(CcTrainCli, BadConfigFilesAreClearErrorsNamingTheKey) {
       {"parallel_config: {expert_parallel: 2}\n", "expert parallelism is not built yet"},
       {"zero_config: {stage: 4}\n", "zero_config.stage: --zero: 4 is not in [0, 3]"},
       {"a: b: c\n", "yaml-cpp: error at line 1"},
+      {"compression_config: {kind: fp17}\n",
+       "compression_config.kind: --compress: compression 'fp17' is not none, fp16"},
+      {"compression_config: {kind: onebit}\n", "they need ranks (--dp above 1"},
+      {"optimizer: {type: sgd}\n",
+       "optimizer.type: --optimizer: 'sgd' is not adamw or onebit-adam"},
   };
   for (const Case& c : cases) {
     {
