@@ -61,6 +61,13 @@ ccResult_t ccCompressorCreate(ccComm_t comm, const ccCompressConfig_t* config, s
  * it is queued like a collective and runs there; with stream NULL it runs now. The buffer
  * must not be touched until the stream has run it. */
 ccResult_t ccCompressedAllReduce(ccCompressor_t compressor, float* buffer, ccStream_t stream);
+/* shard = this rank's part of the average of every rank's buffer: the buffer cut into as
+ * many equal parts as there are ranks (their count must divide the buffer's elements),
+ * part `rank` (ZeRO's gradient shard). fp16 and bf16 only, reduce-scattered in 16 bits; the
+ * other kinds' error feedback needs the whole average on every rank and they refuse. Queued
+ * on a stream like ccCompressedAllReduce. */
+ccResult_t ccCompressedReduceScatter(ccCompressor_t compressor, const float* buffer, float* shard,
+                                     ccStream_t stream);
 /* Waits for nothing: destroy only once the calls queued on streams have run. */
 ccResult_t ccCompressorDestroy(ccCompressor_t compressor);
 

@@ -105,6 +105,31 @@ ccResult_t ccCompressedAllReduce(ccCompressor_t compressor, float* buffer, ccStr
   });
 }
 
+ccResult_t ccCompressedReduceScatter(ccCompressor_t compressor, const float* buffer, float* shard,
+                                     ccStream_t stream) {
+  return compress::guarded([&]() -> Status {
+    CC_ASSIGN_OR_RETURN(ccCompressor * handle,
+                        compress::lookup(compressor, "ccCompressedReduceScatter"));
+    if (buffer == nullptr) return invalidArgument("ccCompressedReduceScatter: buffer is NULL");
+    if (shard == nullptr) return invalidArgument("ccCompressedReduceScatter: shard is NULL");
+    std::shared_ptr<compress::Compressor> impl = handle->impl;
+    if (impl->elements() % static_cast<size_t>(impl->ranks()) != 0) {
+      return invalidArgument("ccCompressedReduceScatter: the buffer's " +
+                             std::to_string(impl->elements()) + " elements do not divide among " +
+                             std::to_string(impl->ranks()) + " ranks");
+    }
+    std::shared_ptr<comm::Communicator> comm = comm::communicatorOf(handle->comm);
+    if (comm == nullptr) {
+      return invalidArgument(
+          "ccCompressedReduceScatter: the compressor's communicator was destroyed");
+    }
+    CC_ASSIGN_OR_RETURN(std::shared_ptr<comm::Stream> queue, comm::streamOf(stream));
+    if (queue == nullptr) return impl->reduceScatter(buffer, shard);
+    queue->enqueue([impl, buffer, shard] { return impl->reduceScatter(buffer, shard); }, {comm});
+    return Status::ok();
+  });
+}
+
 ccResult_t ccCompressorDestroy(ccCompressor_t compressor) {
   return compress::guarded([&]() -> Status {
     CC_ASSIGN_OR_RETURN(ccCompressor * handle, compress::lookup(compressor, "ccCompressorDestroy"));

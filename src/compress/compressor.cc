@@ -36,6 +36,18 @@ class HalfCompressor final : public Compressor {
     return Status::ok();
   }
 
+  Status reduceScatter(const float* buffer, float* shard) override {
+    const size_t part = elements_ / static_cast<size_t>(ranks_);
+    wire_.resize(elements_ + part);
+    collectives::floatsTo16Bits(buffer, wire_.data(), elements_, bf16_);
+    uint16_t* mine = wire_.data() + elements_;
+    CC_TRY(check(ccReduceScatter(wire_.data(), mine, part, bf16_ ? ccBfloat16 : ccFloat16, ccAvg,
+                                 comm_, nullptr),
+                 comm_, bf16_ ? "bf16 reduce-scatter" : "fp16 reduce-scatter"));
+    collectives::floatsFrom16Bits(mine, shard, part, bf16_);
+    return Status::ok();
+  }
+
  private:
   bool bf16_;
   std::vector<uint16_t> wire_;
@@ -240,6 +252,12 @@ class Normal {
 };
 
 }  // namespace
+
+Status Compressor::reduceScatter(const float*, float*) {
+  return invalidArgument(
+      "ccCompressedReduceScatter: this kind needs the whole average on every rank (its error "
+      "feedback keeps a residual for every element); only fp16 and bf16 reduce-scatter");
+}
 
 Compressor::Compressor(ccComm_t comm, int rank, int ranks, std::vector<TensorShape> shapes)
     : comm_(comm), rank_(rank), ranks_(ranks), shapes_(std::move(shapes)) {

@@ -30,7 +30,11 @@ class Compressor {
   // buffer = the average over the communicator's ranks (elements() floats), compressed as
   // the kind says; the state moves on.
   virtual Status allReduce(float* buffer) = 0;
+  // shard (elements() / ranks floats) = this rank's part of the average; the kinds without a
+  // reduce-scatter refuse, saying why.
+  virtual Status reduceScatter(const float* buffer, float* shard);
   size_t elements() const { return elements_; }
+  int ranks() const { return ranks_; }
 
  protected:
   Compressor(ccComm_t comm, int rank, int ranks, std::vector<TensorShape> shapes);

@@ -6,7 +6,8 @@
 // - every kind at 1-8 ranks, three calls in a row (the state carried between them),
 //   against a sequential reference of the same algorithm: 1-bit bit for bit (the same
 //   arithmetic in the same order), fp16/bf16 to their rounding, PowerSGD to 1e-4;
-// - PowerSGD at full rank is the plain average to 1e-5;
+// - PowerSGD at full rank is the plain average to 1e-5; the 16-bit reduce-scatter gives
+//   each rank its part of the mean;
 // - the bytes each kind sends (ccCommGetTraffic, summed over the ranks) are its formula;
 // - bad arguments are ccInvalidArgument naming the argument; a call queued on a stream
 //   runs there.
@@ -354,6 +355,59 @@ INSTANTIATE_TEST_SUITE_P(Kinds, CompressRanks,
                                            KindParam{ccCompressOneBit, "onebit"},
                                            KindParam{ccCompressPowerSgd, "powersgd"}),
                          [](const auto& caseInfo) { return std::string(caseInfo.param.name); });
+
+// ZeRO's 16-bit reduce-scatter: each rank's part of the mean of the 16-bit inputs, at 1-8
+// ranks (840 floats divide among all of them); the lossy kinds and a buffer the ranks do
+// not divide are refused, saying why.
+TEST(CompressReduceScatter, SixteenBitsGiveEachRankItsPartOfTheMean) {
+  const size_t count = 840;
+  for (int n = 1; n <= 8; ++n) {
+    SCOPED_TRACE(std::to_string(n) + " ranks");
+    runRanks(n, [&](RankContext& context) {
+      ccComm_t comm = context.initComm();
+      ASSERT_NE(comm, nullptr);
+      const size_t part = count / static_cast<size_t>(n);
+      for (ccCompressKind_t kind : {ccCompressFp16, ccCompressBf16}) {
+        const bool bf16 = kind == ccCompressBf16;
+        ccCompressor_t compressor = makeCompressor(comm, kind, {{1, count}});
+        const std::vector<float> buffer = gradient(context.rank, 0, count);
+        std::vector<float> shard(part);
+        ASSERT_EQ(ccCompressedReduceScatter(compressor, buffer.data(), shard.data(), nullptr),
+                  ccSuccess)
+            << ccGetLastError(nullptr);
+        for (size_t i = 0; i < part; ++i) {
+          const size_t at = static_cast<size_t>(context.rank) * part + i;
+          double mean = 0;
+          for (int k = 0; k < n; ++k) {
+            const float v = value(k, 0, at);
+            mean += bf16 ? collectives::bfloat16ToFloat(collectives::floatToBfloat16(v))
+                         : collectives::halfToFloat(collectives::floatToHalf(v));
+          }
+          ASSERT_NEAR(shard[i], mean / n, n * (bf16 ? 0x1.0p-7 : 0x1.0p-10)) << i;
+        }
+        EXPECT_EQ(ccCompressorDestroy(compressor), ccSuccess);
+      }
+      ccCompressor_t onebit = makeCompressor(comm, ccCompressOneBit, {{1, count}});
+      std::vector<float> buffer(count), shard(part);
+      EXPECT_EQ(ccCompressedReduceScatter(onebit, buffer.data(), shard.data(), nullptr),
+                ccInvalidArgument);
+      EXPECT_NE(std::string(ccGetLastError(nullptr)).find("only fp16 and bf16 reduce-scatter"),
+                std::string::npos)
+          << ccGetLastError(nullptr);
+      EXPECT_EQ(ccCompressorDestroy(onebit), ccSuccess);
+      if (n > 1) {
+        ccCompressor_t odd = makeCompressor(comm, ccCompressFp16, {{1, count + 1}});
+        std::vector<float> longer(count + 1);
+        EXPECT_EQ(ccCompressedReduceScatter(odd, longer.data(), shard.data(), nullptr),
+                  ccInvalidArgument);
+        EXPECT_NE(std::string(ccGetLastError(nullptr)).find("do not divide among"),
+                  std::string::npos);
+        EXPECT_EQ(ccCompressorDestroy(odd), ccSuccess);
+      }
+      CC_ASSERT_OK(ccCommDestroy(comm));
+    });
+  }
+}
 
 TEST(CompressPowerSgd, FullRankIsThePlainAverage) {
   const std::vector<TensorShape> shapes = {{6, 9}, {12, 6}, {1, 7}};

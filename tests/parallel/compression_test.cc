@@ -1,7 +1,8 @@
 // cc-train's compressed gradient reductions (dp/compressing_reducer.h) at dp 2 against the
 // uncompressed run on the same global batch:
 // - fp16 and bf16 log the float32 run's losses to their rounding (1e-2 relative over 20
-//   steps; the averages differ by the 16-bit rounding of each gradient element);
+//   steps; the averages differ by the 16-bit rounding of each gradient element), bf16 also
+//   under ZeRO-1 and 2 (a 16-bit reduce-scatter);
 // - 1-bit and PowerSGD train (the loss falls) and send at most a tenth of float32's bytes
 //   per step (the traffic counters, per step, after the warm-up), and with
 //   --compress-start the warm-up steps are float32's exactly;
@@ -99,6 +100,17 @@ TEST(Compression, SixteenBitsFollowFloat32AndOneBitAndPowerSgdSendATenth) {
       EXPECT_NEAR(run.losses[step], plain.losses[step], 1e-2 * plain.losses[step])
           << compressionName(kind) << " step " << step + 1;
       EXPECT_LE(run.bytes[step], plain.bytes[step] / 2 + 4096) << compressionName(kind);
+    }
+  }
+  // Under ZeRO-1 and 2 the 16 bits reduce-scatter (on the gradient stream).
+  for (int stage : {1, 2}) {
+    TrainOptions options = compressedOptions(Compression::kBf16);
+    options.parallel.zeroStage = stage;
+    const TrainingRun run = runDp2(options);
+    ASSERT_EQ(run.losses.size(), plain.losses.size());
+    for (size_t step = 0; step < run.losses.size(); ++step) {
+      EXPECT_NEAR(run.losses[step], plain.losses[step], 1e-2 * plain.losses[step])
+          << "bf16 ZeRO-" << stage << " step " << step + 1;
     }
   }
   for (Compression kind : {Compression::kOneBit, Compression::kPowerSgd}) {

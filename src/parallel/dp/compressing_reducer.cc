@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "collectives/reduce_kernels.h"
 #include "parallel/mesh/cc_call.h"
 
 namespace cc::parallel {
@@ -103,8 +102,7 @@ std::string CompressingReducer::describe() const {
   return text;
 }
 
-Status CompressingReducer::allReduce(const Bucket& bucket, ccComm_t comm, ccStream_t stream) {
-  if (calls_[bucket.index]++ < options_.startStep) return plain_.allReduce(bucket, comm, stream);
+Result<ccCompressor_t> CompressingReducer::compressorFor(const Bucket& bucket, ccComm_t comm) {
   ccCompressor_t& compressor = compressors_[bucket.index];
   if (compressor == nullptr) {
     std::vector<size_t> rows, cols;
@@ -114,6 +112,12 @@ Status CompressingReducer::allReduce(const Bucket& bucket, ccComm_t comm, ccStre
         ccCompressorCreate(comm, &config, rows.size(), rows.data(), cols.data(), &compressor), comm,
         "dp: compressor of bucket " + std::to_string(bucket.index)));
   }
+  return compressor;
+}
+
+Status CompressingReducer::allReduce(const Bucket& bucket, ccComm_t comm, ccStream_t stream) {
+  if (calls_[bucket.index]++ < options_.startStep) return plain_.allReduce(bucket, comm, stream);
+  CC_ASSIGN_OR_RETURN(ccCompressor_t compressor, compressorFor(bucket, comm));
   return ccCall(ccCompressedAllReduce(compressor, bucket.gradients.data(), stream), comm,
                 std::string("dp: ") + compressionName(options_.kind) + " all-reduce of bucket " +
                     std::to_string(bucket.index));
@@ -126,20 +130,11 @@ Status CompressingReducer::reduceScatter(const Bucket& bucket, std::span<float> 
   }
   if (options_.kind != Compression::kFp16 && options_.kind != Compression::kBf16)
     return compressionRefusal(options_, 1);
-  // In 16 bits: the bucket cast, reduce-scattered, the shard cast back (after the stream
-  // has run it: the cast back is queued as the last step of the same task chain).
-  const bool bf16 = options_.kind == Compression::kBf16;
-  if (halves_.size() <= bucket.index) halves_.resize(bucket.index + 1);
-  std::vector<uint16_t>& half = halves_[bucket.index];
-  half.resize(bucket.gradients.size() + shard.size());
-  collectives::floatsTo16Bits(bucket.gradients.data(), half.data(), bucket.gradients.size(), bf16);
-  uint16_t* out = half.data() + bucket.gradients.size();
-  CC_TRY(ccCall(ccReduceScatter(half.data(), out, shard.size(), bf16 ? ccBfloat16 : ccFloat16,
-                                ccAvg, comm, stream),
-                comm, "dp: 16-bit reduce-scatter of bucket " + std::to_string(bucket.index)));
-  CC_TRY(ccCall(ccStreamSynchronize(stream), comm, "dp: 16-bit reduce-scatter"));
-  collectives::floatsFrom16Bits(out, shard.data(), shard.size(), bf16);
-  return Status::ok();
+  CC_ASSIGN_OR_RETURN(ccCompressor_t compressor, compressorFor(bucket, comm));
+  return ccCall(
+      ccCompressedReduceScatter(compressor, bucket.gradients.data(), shard.data(), stream), comm,
+      std::string("dp: ") + compressionName(options_.kind) + " reduce-scatter of bucket " +
+          std::to_string(bucket.index));
 }
 
 }  // namespace cc::parallel

@@ -6,7 +6,8 @@
 // `startStep` reductions are the plain float32 average (the uncompressed warm-up of torch's
 // PowerSGD hook and of 1-bit Adam), counted by the reducer (a resumed run warms up again).
 //
-// ZeRO reduce-scatters its buckets: fp16 and bf16 do that in 16 bits; 1-bit and PowerSGD
+// ZeRO reduce-scatters its buckets: fp16 and bf16 do that in 16 bits, queued on the
+// gradient stream like the all-reduce (ccCompressedReduceScatter); 1-bit and PowerSGD
 // need the whole average on every rank (their error feedback is per element of the whole
 // bucket) and refuse, naming why (compressionRefusal says so before anything runs).
 #pragma once
@@ -47,11 +48,12 @@ class CompressingReducer final : public BucketReducer {
   std::string describe() const override;
 
  private:
+  // The bucket's compressor, made at its first compressed reduction.
+  Result<ccCompressor_t> compressorFor(const Bucket& bucket, ccComm_t comm);
   CompressionOptions options_;
   AveragingReducer plain_;
   std::map<size_t, ccCompressor_t> compressors_;  // per bucket index
   std::map<size_t, int64_t> calls_;               // reductions per bucket index
-  std::vector<std::vector<uint16_t>> halves_;     // 16-bit reduce-scatter buffers, per bucket
 };
 
 }  // namespace cc::parallel
