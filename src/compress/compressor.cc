@@ -66,7 +66,8 @@ class OneBitCompressor final : public Compressor {
         message_(sizeof(float) + part_ / 8),
         workerResidual_(part_ * static_cast<size_t>(ranks), 0.0f),
         serverResidual_(part_, 0.0f),
-        x_(part_),
+        sum_(part_),
+        decoded_(part_),
         send_(message_ * static_cast<size_t>(ranks)),
         receive_(send_.size()),
         mine_(message_),
@@ -77,10 +78,8 @@ class OneBitCompressor final : public Compressor {
     // Worker: each part compressed with its residual, one message per rank.
     for (size_t j = 0; j < n; ++j) {
       const size_t begin = j * part_, real = realIn(j);
-      std::fill(x_.begin(), x_.end(), 0.0f);
-      std::copy_n(buffer + begin, real, x_.begin());
       uint8_t* out = send_.data() + j * message_;
-      const float scale = compressSigns(std::span<const float>(x_.data(), real),
+      const float scale = compressSigns(std::span<const float>(buffer + begin, real),
                                         std::span<float>(workerResidual_.data() + begin, real),
                                         std::span<uint8_t>(out + sizeof(float), part_ / 8));
       std::memcpy(out, &scale, sizeof(float));
@@ -89,7 +88,8 @@ class OneBitCompressor final : public Compressor {
                  comm_, "1-bit all-to-all of the signs"));
     // Server: the average of every rank's part `rank_`, compressed again with its residual.
     const size_t real = realIn(static_cast<size_t>(rank_));
-    std::vector<float> sum(real, 0.0f), decoded(real);
+    const std::span<float> sum(sum_.data(), real), decoded(decoded_.data(), real);
+    std::fill(sum.begin(), sum.end(), 0.0f);
     for (size_t j = 0; j < n; ++j) {
       const uint8_t* in = receive_.data() + j * message_;
       float scale = 0;
@@ -124,7 +124,8 @@ class OneBitCompressor final : public Compressor {
 
   size_t part_;     // elements per rank's part, a multiple of 8
   size_t message_;  // bytes of one part's message
-  std::vector<float> workerResidual_, serverResidual_, x_;
+  std::vector<float> workerResidual_, serverResidual_;
+  std::vector<float> sum_, decoded_;  // the server's part, summed over the ranks
   std::vector<uint8_t> send_, receive_, mine_, gathered_;
 };
 
@@ -151,12 +152,13 @@ class PowerSgdCompressor final : public Compressor {
       offset += shape.size();
     }
     p_.assign(pOffset, 0.0f);
-    // The Qs, then the uncompressed tensors: one all-reduce.
+    // The Qs, then the uncompressed tensors: one all-reduce. The Qs stay between calls
+    // (each call reads them all for P before it writes the new ones).
+    qElements_ = qOffset;
     qAndPlain_.assign(qOffset + plain, 0.0f);
-    q_.assign(qOffset, 0.0f);
     for (size_t i = 0; i < matrices_.size(); ++i) {
       initialQ(config.seed, i,
-               std::span<float>(q_.data() + matrices_[i].q, matrices_[i].shape.cols * r_));
+               std::span<float>(qAndPlain_.data() + matrices_[i].q, matrices_[i].shape.cols * r_));
     }
   }
 
@@ -165,7 +167,8 @@ class PowerSgdCompressor final : public Compressor {
     for (Matrix& m : matrices_) {
       float* gradient = buffer + m.offset;
       for (size_t i = 0; i < m.shape.size(); ++i) m.residual[i] += gradient[i];
-      multiply(m.residual.data(), q_.data() + m.q, p_.data() + m.p, m.shape.rows, m.shape.cols, r_);
+      multiply(m.residual.data(), qAndPlain_.data() + m.q, p_.data() + m.p, m.shape.rows,
+               m.shape.cols, r_);
     }
     if (!p_.empty()) {
       CC_TRY(check(ccAllReduce(p_.data(), p_.data(), p_.size(), ccFloat32, ccAvg, comm_, nullptr),
@@ -177,7 +180,7 @@ class PowerSgdCompressor final : public Compressor {
       multiplyTransposed(m.residual.data(), p_.data() + m.p, qAndPlain_.data() + m.q, m.shape.rows,
                          m.shape.cols, r_);
     }
-    size_t at = q_.size();
+    size_t at = qElements_;
     for (const Plain& plain : plain_) {
       std::copy_n(buffer + plain.offset, plain.size,
                   qAndPlain_.begin() + static_cast<std::ptrdiff_t>(at));
@@ -188,15 +191,14 @@ class PowerSgdCompressor final : public Compressor {
                                ccAvg, comm_, nullptr),
                    comm_, "PowerSGD all-reduce of Q and the uncompressed tensors"));
     }
-    // M ~ P Q^T; what it missed stays as the residual; Q is kept for the next call.
+    // M ~ P Q^T; what it missed stays as the residual; Q stays for the next call.
     for (Matrix& m : matrices_) {
       float* out = buffer + m.offset;
-      const float* q = qAndPlain_.data() + m.q;
-      multiplyByTranspose(p_.data() + m.p, q, out, m.shape.rows, m.shape.cols, r_);
+      multiplyByTranspose(p_.data() + m.p, qAndPlain_.data() + m.q, out, m.shape.rows, m.shape.cols,
+                          r_);
       for (size_t i = 0; i < m.shape.size(); ++i) m.residual[i] -= out[i];
-      std::copy_n(q, m.shape.cols * r_, q_.begin() + static_cast<std::ptrdiff_t>(m.q));
     }
-    at = q_.size();
+    at = qElements_;
     for (const Plain& plain : plain_) {
       std::copy_n(qAndPlain_.begin() + static_cast<std::ptrdiff_t>(at), plain.size,
                   buffer + plain.offset);
@@ -209,7 +211,7 @@ class PowerSgdCompressor final : public Compressor {
   struct Matrix {
     size_t offset;  // in the buffer
     TensorShape shape;
-    size_t p, q;                  // its P in p_, its Q in q_ (and in qAndPlain_)
+    size_t p, q;                  // its P in p_, its Q in qAndPlain_
     std::vector<float> residual;  // error feedback; during a call, the gradient plus it
   };
   struct Plain {
@@ -218,7 +220,8 @@ class PowerSgdCompressor final : public Compressor {
   size_t r_;
   std::vector<Matrix> matrices_;
   std::vector<Plain> plain_;
-  std::vector<float> p_, q_, qAndPlain_;
+  size_t qElements_ = 0;  // the Qs' part of qAndPlain_
+  std::vector<float> p_, qAndPlain_;
 };
 
 // A deterministic normal generator (splitmix64 and Box-Muller): the same numbers on every
