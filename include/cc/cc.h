@@ -83,6 +83,21 @@ ccResult_t ccGetUniqueId(ccUniqueId* uniqueId);
 /* Joins communicator `commId` as rank `rank` of `nranks`. Collective over all ranks. */
 ccResult_t ccCommInitRank(ccComm_t* comm, int nranks, ccUniqueId commId, int rank);
 
+/* Per-communicator settings (as NCCL's ncclConfig_t): start from CC_CONFIG_INITIALIZER
+ * and set what differs; a field left at CC_CONFIG_UNDEF_INT takes its environment
+ * variable's value (docs/CONFIG.md). Communicators split from this one inherit it. */
+#define CC_CONFIG_UNDEF_INT (-2147483647 - 1)
+typedef struct {
+  size_t size;     /* sizeof(ccConfig_t): set by CC_CONFIG_INITIALIZER */
+  int timeoutMs;   /* every wait's deadline (CC_TIMEOUT_MS), at least 1 */
+} ccConfig_t;
+#define CC_CONFIG_INITIALIZER {sizeof(ccConfig_t), CC_CONFIG_UNDEF_INT}
+
+/* ccCommInitRank with settings that override the environment's for this communicator
+ * (a trainer's own timeout, for example). `config` may be NULL. */
+ccResult_t ccCommInitRankConfig(ccComm_t* comm, int nranks, ccUniqueId commId, int rank,
+                                const ccConfig_t* config);
+
 /* Creates `ndev` ranks in this process, one thread each behind the scenes; comms[i] is
  * rank i. `devlist` names a GPU per rank (ignored without CUDA; may be NULL). */
 ccResult_t ccCommInitAll(ccComm_t* comms, int ndev, const int* devlist);

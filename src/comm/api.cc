@@ -439,7 +439,8 @@ Status split(const std::shared_ptr<Communicator>& parent, int color, int key, cc
   }
   int newRank = static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
   CC_ASSIGN_OR_RETURN(auto child, Communicator::create(id, static_cast<int>(members.size()),
-                                                       newRank, parent->traceShared()));
+                                                       newRank, parent->traceShared(),
+                                                       &parent->config()));
   *out = publish(std::move(child));
   return Status::ok();
 }
@@ -510,6 +511,11 @@ ccResult_t ccGetUniqueId(ccUniqueId* uniqueId) {
 }
 
 ccResult_t ccCommInitRank(ccComm_t* comm, int nranks, ccUniqueId commId, int rank) {
+  return ccCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+}
+
+ccResult_t ccCommInitRankConfig(ccComm_t* comm, int nranks, ccUniqueId commId, int rank,
+                                const ccConfig_t* userConfig) {
   return guarded(nullptr, [&]() -> Status {
     if (comm == nullptr) return invalidArgument("ccCommInitRank: comm is NULL");
     *comm = nullptr;
@@ -521,9 +527,25 @@ ccResult_t ccCommInitRank(ccComm_t* comm, int nranks, ccUniqueId commId, int ran
       return invalidArgument("ccCommInitRank: rank " + std::to_string(rank) +
                              " is out of range for nranks " + std::to_string(nranks));
     }
+    CC_ASSIGN_OR_RETURN(Config config, Config::fromEnvironment());
+    if (userConfig != nullptr) {
+      if (userConfig->size != sizeof(ccConfig_t)) {
+        return invalidArgument("ccCommInitRankConfig: config->size is " +
+                               std::to_string(userConfig->size) + ", not sizeof(ccConfig_t) " +
+                               std::to_string(sizeof(ccConfig_t)) +
+                               " (start from CC_CONFIG_INITIALIZER)");
+      }
+      if (userConfig->timeoutMs != CC_CONFIG_UNDEF_INT) {
+        if (userConfig->timeoutMs < 1) {
+          return invalidArgument("ccCommInitRankConfig: config->timeoutMs " +
+                                 std::to_string(userConfig->timeoutMs) + " is below 1");
+        }
+        config.timeoutMs = userConfig->timeoutMs;
+      }
+    }
     CC_ASSIGN_OR_RETURN(wire::UniqueIdContents id,
                         wire::parseUniqueId(std::as_bytes(std::span(commId.internal))));
-    CC_ASSIGN_OR_RETURN(auto impl, comm::Communicator::create(id, nranks, rank, nullptr));
+    CC_ASSIGN_OR_RETURN(auto impl, comm::Communicator::create(id, nranks, rank, nullptr, &config));
     *comm = publish(std::move(impl));
     return Status::ok();
   });

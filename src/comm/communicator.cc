@@ -50,10 +50,15 @@ void Communicator::collectSharedRegions() {
 
 Result<std::shared_ptr<Communicator>> Communicator::create(const wire::UniqueIdContents& id,
                                                            int nranks, int rank,
-                                                           std::shared_ptr<TraceSink> trace) {
+                                                           std::shared_ptr<TraceSink> trace,
+                                                           const Config* baseConfig) {
   log::ScopedRank scopedRank(rank);
   std::shared_ptr<Communicator> comm(new Communicator());
-  CC_ASSIGN_OR_RETURN(comm->config_, Config::fromEnvironment());
+  if (baseConfig != nullptr) {
+    comm->config_ = *baseConfig;
+  } else {
+    CC_ASSIGN_OR_RETURN(comm->config_, Config::fromEnvironment());
+  }
   comm->rank_ = rank;
   comm->nranks_ = nranks;
   comm->lane_ = gNextLane.fetch_add(1);

@@ -32,9 +32,11 @@ inline constexpr size_t kDirectControlBytes = 4096;
 class Communicator {
  public:
   // Joins the communicator behind `id` (collective over all `nranks` ranks).
-  // `trace` is the parent's trace sink for a split, null otherwise.
+  // `trace` is the parent's trace sink for a split, null otherwise. `config` replaces the
+  // environment's settings when given (a split's parent's, or ccCommInitRankConfig's).
   static Result<std::shared_ptr<Communicator>> create(const wire::UniqueIdContents& id, int nranks,
-                                                      int rank, std::shared_ptr<TraceSink> trace);
+                                                      int rank, std::shared_ptr<TraceSink> trace,
+                                                      const Config* config = nullptr);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;

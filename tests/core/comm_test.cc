@@ -56,6 +56,52 @@ TEST(Communicator, BarrierWaitsForTheLastRank) {
   });
 }
 
+// ccCommInitRankConfig's timeout replaces CC_TIMEOUT_MS for this communicator and its
+// splits: a receive that no one answers fails with ccTimeout after it, not after the
+// environment's five minutes.
+TEST(Communicator, ConfigTimeoutOverridesTheEnvironmentAndIsInherited) {
+  runRanks(2, [](RankContext& context) {
+    ccConfig_t config = CC_CONFIG_INITIALIZER;
+    config.timeoutMs = 400;
+    ccComm_t comm = nullptr;
+    CC_ASSERT_OK(ccCommInitRankConfig(&comm, context.nranks, context.id, context.rank, &config));
+    ccComm_t child = nullptr;
+    CC_ASSERT_OK(ccCommSplit(comm, 0, context.rank, &child));
+    for (ccComm_t target : {comm, child}) {
+      if (context.rank == 0) {
+        float value = 0;
+        auto start = std::chrono::steady_clock::now();
+        EXPECT_EQ(ccRecv(&value, 1, ccFloat32, 1, target, nullptr), ccTimeout);
+        double waited =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        EXPECT_GE(waited, 0.39);
+        EXPECT_LT(waited, 60.0) << "the environment's timeout applied, not the config's";
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+      }
+    }
+    ccCommAbort(child);
+    ccCommAbort(comm);
+  });
+}
+
+TEST(Communicator, ConfigIsChecked) {
+  ccUniqueId id;
+  CC_ASSERT_OK(ccGetUniqueId(&id));
+  ccComm_t comm = nullptr;
+  ccConfig_t config = CC_CONFIG_INITIALIZER;
+  config.size = 3;
+  EXPECT_EQ(ccCommInitRankConfig(&comm, 1, id, 0, &config), ccInvalidArgument);
+  EXPECT_NE(std::string(ccGetLastError(nullptr)).find("config->size"), std::string::npos);
+  config = CC_CONFIG_INITIALIZER;
+  config.timeoutMs = 0;
+  EXPECT_EQ(ccCommInitRankConfig(&comm, 1, id, 0, &config), ccInvalidArgument);
+  EXPECT_NE(std::string(ccGetLastError(nullptr)).find("timeoutMs"), std::string::npos);
+  config = CC_CONFIG_INITIALIZER;
+  CC_ASSERT_OK(ccCommInitRankConfig(&comm, 1, id, 0, &config));
+  CC_ASSERT_OK(ccCommDestroy(comm));
+}
+
 TEST(Communicator, SplitByColorOrdersByKey) {
   runRanks(6, [](RankContext& context) {
     ccComm_t comm = context.initComm();
