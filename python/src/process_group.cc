@@ -5,7 +5,9 @@
 
 #include <climits>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 
 namespace cc::torch_backend {
 namespace {
@@ -143,6 +145,48 @@ at::Tensor flatten(const std::vector<at::Tensor>& tensors) {
   return at::cat(flat);
 }
 
+// Reads the unique id another rank publishes under `key`. TCPStore serialises its calls
+// (one lock per client), and a blocking get holds that lock while it waits: a lane
+// waiting for its peer's id would keep this process's other lanes from publishing theirs,
+// and two ranks connecting both ways would wait for each other until the store's timeout.
+// So poll with check(), which returns at once, and take the id once it is there. Not
+// every call of 1.13's TCPStore client takes its lock, and lanes of several groups share
+// one client: every store call of cc_torch holds gStoreMutex.
+std::mutex gStoreMutex;
+
+bool storeHas(c10d::Store& store, const std::string& key) {
+  std::lock_guard lock(gStoreMutex);
+  return store.check({key});
+}
+
+void publishUniqueId(c10d::Store& store, const std::string& key, const ccUniqueId& id) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&id);
+  std::lock_guard lock(gStoreMutex);
+  store.set(key, std::vector<uint8_t>(bytes, bytes + sizeof(id)));
+}
+
+ccUniqueId fetchUniqueId(c10d::Store& store, const std::string& key,
+                         std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::microseconds(200);
+  while (!storeHas(store, key)) {
+    TORCH_CHECK(std::chrono::steady_clock::now() < deadline, "cc: no rank published ", key,
+                " in the store within the group's timeout of ", timeout.count(), " ms");
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(20000));
+  }
+  std::vector<uint8_t> bytes;
+  {
+    std::lock_guard lock(gStoreMutex);
+    bytes = store.get(key);
+  }
+  ccUniqueId id;
+  TORCH_CHECK(bytes.size() == sizeof(id), "cc: the store's unique id under ", key, " has ",
+              bytes.size(), " bytes, not ", sizeof(id));
+  std::memcpy(&id, bytes.data(), sizeof(id));
+  return id;
+}
+
 }  // namespace
 
 ProcessGroupCC::ProcessGroupCC(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
@@ -155,13 +199,9 @@ ProcessGroupCC::ProcessGroupCC(c10::intrusive_ptr<c10d::Store> store, int rank, 
   const std::string key = "cc/unique_id";
   if (rank == 0) {
     check(ccGetUniqueId(&id), nullptr, "ccGetUniqueId");
-    const auto* bytes = reinterpret_cast<const uint8_t*>(&id);
-    store_->set(key, std::vector<uint8_t>(bytes, bytes + sizeof(id)));
+    publishUniqueId(*store_, key, id);
   } else {
-    std::vector<uint8_t> bytes = store_->get(key);
-    TORCH_CHECK(bytes.size() == sizeof(id), "cc: the store's unique id has ", bytes.size(),
-                " bytes, not ", sizeof(id));
-    std::memcpy(&id, bytes.data(), sizeof(id));
+    id = fetchUniqueId(*store_, key, timeout_);
   }
   ccConfig_t config = CC_CONFIG_INITIALIZER;
   config.timeoutMs =
@@ -593,13 +633,9 @@ ccComm_t ProcessGroupCC::connectPair(int src, int dst, int tag) {
   ccUniqueId id;
   if (rank_ == src) {
     check(ccGetUniqueId(&id), nullptr, "ccGetUniqueId");
-    const auto* bytes = reinterpret_cast<const uint8_t*>(&id);
-    store_->set(key, std::vector<uint8_t>(bytes, bytes + sizeof(id)));
+    publishUniqueId(*store_, key, id);
   } else {
-    std::vector<uint8_t> bytes = store_->get(key);
-    TORCH_CHECK(bytes.size() == sizeof(id), "cc: the store's unique id has ", bytes.size(),
-                " bytes, not ", sizeof(id));
-    std::memcpy(&id, bytes.data(), sizeof(id));
+    id = fetchUniqueId(*store_, key, timeout_);
   }
   ccConfig_t config = CC_CONFIG_INITIALIZER;
   config.timeoutMs =
