@@ -10,6 +10,7 @@ packages=(
   libopenmpi-dev openmpi-bin                 # mpirun, and Open MPI as the peer in cc-bench
   mpich                                      # MPICH's mpiexec.hydra (PMI-1) in the launcher tests
   python3-torch                              # torchrun in the launcher tests (and PyTorch for the demo)
+  libtorch-dev pybind11-dev                  # cc_torch, the torch.distributed backend (python/)
   slurm-wlm munge                            # a one-node Slurm cluster in the launcher tests
   iproute2 gawk                              # network namespaces for the two-host tests
   jq                                         # the tests read CC_TRACE files
