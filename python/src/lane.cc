@@ -12,9 +12,22 @@ Work::Work(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, std::sh
           c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
 }
 
-bool Work::isCompleted() {
+bool Work::done() {
   std::lock_guard lock(mutex_);
   return completed_;
+}
+
+bool Work::isCompleted() {
+  if (done()) return true;
+  if (auto lane = lane_.lock()) lane->hurry();
+  return done();
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> Work::getFuture() {
+  if (!done()) {
+    if (auto lane = lane_.lock()) lane->hurry();
+  }
+  return future_;
 }
 
 bool Work::isSuccess() const {
@@ -28,8 +41,11 @@ std::exception_ptr Work::exception() const {
 }
 
 bool Work::wait(std::chrono::milliseconds timeout) {
+  auto lane = lane_.lock();
   if (timeout == kNoTimeout) {
-    if (auto lane = lane_.lock()) lane->runUntil(*this);
+    if (lane) lane->runUntil(*this);
+  } else if (lane) {
+    lane->hurry();
   }
   std::unique_lock lock(mutex_);
   if (timeout == kNoTimeout) {
@@ -58,7 +74,8 @@ void Work::complete(std::exception_ptr error) {
 }
 
 Lane::Lane() {
-  for (int i = 0; i < 2; ++i) workers_.emplace_back([this] { loop(); });
+  workers_.emplace_back([this] { primaryLoop(); });
+  workers_.emplace_back([this] { secondaryLoop(); });
 }
 
 Lane::~Lane() {
@@ -66,19 +83,39 @@ Lane::~Lane() {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  wakePrimary_.notify_all();
+  wakeSecondary_.notify_all();
   for (std::thread& worker : workers_) worker.join();
 }
 
 void Lane::post(c10::intrusive_ptr<Work> work, Task task) {
+  bool wakePrimary = false;
+  bool wakeSecondary = false;
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back(Entry{std::move(work), std::move(task)});
+    lastPost_ = Clock::now();
+    queue_.push_back(Entry{std::move(work), std::move(task), lastPost_});
+    // A sleeping primary sets itself a deadline; one already waiting with a deadline
+    // looks at the queue when it passes. Two untaken operations: the caller is not
+    // waiting for the first, so start it.
+    wakePrimary = primarySleeping_ || queue_.size() > 1;
+    wakeSecondary = primaryCompleting_;
   }
-  wake_.notify_one();
+  if (wakePrimary) wakePrimary_.notify_one();
+  if (wakeSecondary) wakeSecondary_.notify_one();
 }
 
-bool Lane::runNext() {
+void Lane::hurry() {
+  bool wake = false;
+  {
+    std::lock_guard lock(mutex_);
+    wake = !queue_.empty() && !hurried_;
+    hurried_ = hurried_ || wake;
+  }
+  if (wake) wakePrimary_.notify_one();
+}
+
+bool Lane::runNext(bool* completing) {
   Entry entry;
   std::exception_ptr error;
   {
@@ -95,24 +132,63 @@ bool Lane::runNext() {
       error = std::current_exception();
     }
   }
+  bool wakeSecondary = false;
+  if (completing != nullptr) {
+    std::lock_guard lock(mutex_);
+    *completing = true;
+    wakeSecondary = !queue_.empty();
+  }
+  if (wakeSecondary) wakeSecondary_.notify_one();
   entry.work->complete(error);
+  if (completing != nullptr) {
+    std::lock_guard lock(mutex_);
+    *completing = false;
+  }
   return true;
 }
 
 void Lane::runUntil(Work& work) {
   // Stops when the queue is empty: a worker is then finishing this work.
-  while (!work.isCompleted() && runNext()) {
+  while (!work.done() && runNext()) {
   }
 }
 
-void Lane::loop() {
+void Lane::primaryLoop() {
+  std::unique_lock lock(mutex_);
   while (true) {
-    {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping with nothing left
+    if (queue_.empty()) {
+      if (stopping_) return;
+      hurried_ = false;
+      const auto idleFor = Clock::now() - lastPost_;
+      if (idleFor >= kIdle) {
+        primarySleeping_ = true;
+        wakePrimary_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        primarySleeping_ = false;
+      } else {
+        wakePrimary_.wait_for(lock, kIdle - idleFor);
+      }
+      continue;
     }
+    const auto age = Clock::now() - queue_.front().posted;
+    if (age < kGrace && !hurried_ && !stopping_) {
+      wakePrimary_.wait_for(lock, kGrace - age);
+      continue;
+    }
+    hurried_ = false;
+    lock.unlock();
+    runNext(&primaryCompleting_);
+    lock.lock();
+  }
+}
+
+void Lane::secondaryLoop() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    wakeSecondary_.wait(lock, [&] { return stopping_ || (primaryCompleting_ && !queue_.empty()); });
+    if (stopping_) return;
+    lock.unlock();
     runNext();
+    lock.lock();
   }
 }
 

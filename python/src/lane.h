@@ -1,13 +1,19 @@
 // A lane: an ordered queue of operations that background threads run one at a time, in
 // order, as Gloo's worker threads do, so that `async_op=True` really returns before the
-// communication is done. A thread that waits for an operation does not sleep while a
-// worker wakes up: it takes the queued operations up to its own and runs them itself, in
-// order (the workers skip what was taken). That keeps a blocking `dist.all_reduce` at
-// cc's latency instead of two thread hand-offs.
+// communication is done.
+//
+// Waking a thread costs more than a small collective (tens of microseconds on a busy
+// machine against a few): so the common blocking call, `dist.all_reduce(t)`, posts and
+// at once waits, and the waiting thread takes the queued operations up to its own and
+// runs them itself. The worker is not woken for each post; it runs an operation that no
+// one took within kGrace of its posting (an async call whose caller computes meanwhile),
+// and at once when asked: a future handed out (DDP chains on those) or is_completed()
+// polled. Once the lane has been idle for kIdle the worker sleeps until the next post
+// wakes it.
 //
 // An operation's work is completed after the lane is free again, and its future's
 // callbacks run there: a callback may post another operation and wait for its future
-// (PowerSGD's hook does), which the lane's second worker then runs.
+// (PowerSGD's hook does); while the worker is inside one, a second worker runs the lane.
 #pragma once
 
 #include <chrono>
@@ -30,6 +36,7 @@ class Work : public c10d::Work {
  public:
   Work(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, std::shared_ptr<Lane> lane);
 
+  // Asks the lane to run it now when it has not started.
   bool isCompleted() override;
   bool isSuccess() const override;
   std::exception_ptr exception() const override;
@@ -38,10 +45,12 @@ class Work : public c10d::Work {
   // With no timeout, runs the lane's queued operations up to this one on the calling
   // thread; with one, waits at most that long and raises when it passes.
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  // Asks the lane to run it now: whoever holds the future waits without stealing.
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
   // Called once by whoever ran the operation.
   void complete(std::exception_ptr error);
+  bool done();
 
  private:
   std::vector<at::Tensor> outputs_;
@@ -61,22 +70,35 @@ class Lane : public std::enable_shared_from_this<Lane> {
   void post(c10::intrusive_ptr<Work> work, Task task);
   // Runs queued operations on this thread until `work` has completed.
   void runUntil(Work& work);
+  // Wakes the worker for what is queued, without waiting for kGrace.
+  void hurry();
+
+  static constexpr std::chrono::microseconds kGrace{200};
+  static constexpr std::chrono::milliseconds kIdle{2};
 
  private:
+  using Clock = std::chrono::steady_clock;
   struct Entry {
     c10::intrusive_ptr<Work> work;
     Task task;
+    Clock::time_point posted;
   };
   // Pops and runs the oldest queued operation, then completes its work; false when the
-  // queue was empty.
-  bool runNext();
-  void loop();
+  // queue was empty. `completing` is set while the work's callbacks run.
+  bool runNext(bool* completing = nullptr);
+  void primaryLoop();
+  void secondaryLoop();
 
   std::mutex run_;  // held while an operation runs: one at a time, in order
   std::mutex mutex_;
-  std::condition_variable wake_;
+  std::condition_variable wakePrimary_;
+  std::condition_variable wakeSecondary_;
   std::deque<Entry> queue_;
   bool stopping_ = false;
+  bool hurried_ = false;
+  bool primarySleeping_ = false;    // waiting with no deadline: a post must wake it
+  bool primaryCompleting_ = false;  // inside a work's callbacks: the secondary runs the lane
+  Clock::time_point lastPost_;
   std::vector<std::thread> workers_;
 };
 

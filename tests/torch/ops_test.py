@@ -9,6 +9,7 @@ under torchrun (1-4 ranks) and mpirun.
 import datetime
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -289,6 +290,28 @@ def run(gloo):
     fut = dist.all_reduce(t, async_op=True).get_future()
     doubled = fut.then(lambda f: f.value()[0] * 2).wait()
     expect(same(doubled, torch.full((8,), float(n * (n + 1)))), "future chained on all_reduce")
+
+    # Asynchronous for real: an all_reduce nobody waits for runs in the background.
+    t = torch.full((1024,), float(rank + 1))
+    work = dist.all_reduce(t, async_op=True)
+    time.sleep(0.5)
+    ran = bool((t == n * (n + 1) / 2).all())
+    work.wait()
+    expect(ran, "an async all_reduce did not run until wait()")
+    # An async collective does not hold up a send posted after it that the peer needs
+    # before it joins the collective.
+    if n > 1:
+        t = torch.ones(4)
+        token = torch.zeros(1)
+        if rank == 0:
+            work = dist.all_reduce(t, async_op=True)
+            dist.send(torch.ones(1), 1)
+            work.wait()
+        else:
+            if rank == 1:
+                dist.recv(token, 0)
+            dist.all_reduce(t)
+        expect(same(t, torch.full((4,), float(n))), "all_reduce after a send that the peer waited for")
 
     # A subgroup of the even ranks makes its own communicator.
     evens = dist.new_group([r for r in range(n) if r % 2 == 0], backend="cc")
