@@ -14,4 +14,18 @@ export CC_SOCKET_IFNAME=lo
 LD_LIBRARY_PATH="$prefix/lib" "$prefix/consumer-build/consumer_cmake"
 LD_LIBRARY_PATH="$prefix/lib" "$prefix/consumer-build/consumer_pkgconfig"
 test -f "$prefix/lib/libcc.a"
+# The torch backend, when it was built: importable from the installed tree, linked to the
+# installed libcc, working in a one-rank group over an explicit store.
+if [ -f "$build/python/cc_torch/__init__.py" ]; then
+  PYTHONPATH="$prefix/lib/python3/dist-packages" /usr/bin/python3 -c '
+import cc_torch, torch, torch.distributed as dist
+assert cc_torch.__file__.startswith("'"$prefix"'"), cc_torch.__file__
+dist.init_process_group("cc", store=dist.HashStore(), rank=0, world_size=1)
+t = torch.arange(4.0)
+dist.all_reduce(t)
+assert t.tolist() == [0.0, 1.0, 2.0, 3.0]
+dist.destroy_process_group()
+'
+  ldd "$prefix"/lib/python3/dist-packages/cc_torch/_C*.so | grep -q "=> $prefix/lib/python3/dist-packages/cc_torch/../../../libcc.so"
+fi
 echo "install test: ok"
