@@ -9,6 +9,7 @@
 
 #include <cc/cc.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -94,7 +95,7 @@ class ProcessGroupCC : public c10d::ProcessGroup {
   std::chrono::milliseconds timeout_;
   ccComm_t comm_ = nullptr;
   std::shared_ptr<Lane> lane_;
-  uint64_t sequence_ = 0;
+  std::atomic<uint64_t> sequence_{0};
   std::mutex peersMutex_;
   std::map<PeerKey, std::shared_ptr<PeerLane>> peers_;
 };

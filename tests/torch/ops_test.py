@@ -223,6 +223,9 @@ def run(gloo):
         single_out = torch.zeros_like(single_in)
         dist.all_to_all_single(single_out, single_in)
         expect(same(single_out, torch.cat(outs)), f"all_to_all_single {dtype}")
+        single_in = torch.cat(ins)
+        dist.all_to_all_single(single_in, single_in)
+        expect(same(single_in, torch.cat(outs)), f"all_to_all_single in place {dtype}")
         # rank r sends (r + j) % 3 rows to rank j
         send_splits = [(rank + j) % 3 for j in range(n)]
         recv_splits = [(j + rank) % 3 for j in range(n)]
