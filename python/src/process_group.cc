@@ -138,6 +138,26 @@ void writeBack(const at::Tensor& tensor, const at::Tensor& denseCopy) {
   if (!tensor.is_same(denseCopy)) tensor.copy_(denseCopy);
 }
 
+// Gather's outputs or scatter's inputs: on the root one list of a tensor per rank, each
+// like `like`; elsewhere nothing (an empty list).
+std::vector<at::Tensor> rootList(const std::vector<std::vector<at::Tensor>>& lists,
+                                 const at::Tensor& like, bool isRoot, int size, const char* what,
+                                 const char* kind) {
+  if (!isRoot) {
+    TORCH_CHECK(lists.empty() || (lists.size() == 1 && lists[0].empty()), "cc: ", what,
+                ": only the root passes an ", kind, " list");
+    return {};
+  }
+  TORCH_CHECK(lists.size() == 1, "cc: ", what, " takes one ", kind, " list on the root");
+  TORCH_CHECK(static_cast<int>(lists[0].size()) == size, "cc: ", what, ": the root's ", kind,
+              " list has ", lists[0].size(), " tensors for a group of ", size);
+  for (const at::Tensor& tensor : lists[0]) {
+    checkTensor(tensor, what);
+    checkSameShape(tensor, like, what);
+  }
+  return lists[0];
+}
+
 at::Tensor flatten(const std::vector<at::Tensor>& tensors) {
   std::vector<at::Tensor> flat;
   flat.reserve(tensors.size());
@@ -401,20 +421,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCC::gather(std::vector<std::vector<at
   const at::Tensor input = single(inputs, "gather");
   checkRoot(opts.rootRank, size_, "gather");
   const int root = static_cast<int>(opts.rootRank);
-  std::vector<at::Tensor> list;
-  if (rank_ == root) {
-    TORCH_CHECK(outputs.size() == 1, "cc: gather takes one output list on the root");
-    list = outputs[0];
-    TORCH_CHECK(static_cast<int>(list.size()) == size_, "cc: gather: the root's output list has ",
-                list.size(), " tensors for a group of ", size_);
-    for (const at::Tensor& output : list) {
-      checkTensor(output, "gather");
-      checkSameShape(output, input, "gather");
-    }
-  } else {
-    TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
-                "cc: gather: only the root passes an output list");
-  }
+  const std::vector<at::Tensor> list =
+      rootList(outputs, input, rank_ == root, size_, "gather", "output");
   return collective(c10d::OpType::GATHER, list, [this, input, list, root] {
     at::Tensor data = dense(input);
     std::vector<at::Tensor> results;
@@ -444,20 +452,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCC::scatter(std::vector<at::Tensor>& 
   const at::Tensor output = single(outputs, "scatter");
   checkRoot(opts.rootRank, size_, "scatter");
   const int root = static_cast<int>(opts.rootRank);
-  std::vector<at::Tensor> list;
-  if (rank_ == root) {
-    TORCH_CHECK(inputs.size() == 1, "cc: scatter takes one input list on the root");
-    list = inputs[0];
-    TORCH_CHECK(static_cast<int>(list.size()) == size_, "cc: scatter: the root's input list has ",
-                list.size(), " tensors for a group of ", size_);
-    for (const at::Tensor& input : list) {
-      checkTensor(input, "scatter");
-      checkSameShape(input, output, "scatter");
-    }
-  } else {
-    TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
-                "cc: scatter: only the root passes an input list");
-  }
+  const std::vector<at::Tensor> list =
+      rootList(inputs, output, rank_ == root, size_, "scatter", "input");
   return collective(c10d::OpType::SCATTER, outputs, [this, output, list, root] {
     at::Tensor result = dense(output);
     std::vector<at::Tensor> sources;
