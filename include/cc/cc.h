@@ -88,10 +88,11 @@ ccResult_t ccCommInitRank(ccComm_t* comm, int nranks, ccUniqueId commId, int ran
  * variable's value (docs/CONFIG.md). Communicators split from this one inherit it. */
 #define CC_CONFIG_UNDEF_INT (-2147483647 - 1)
 typedef struct {
-  size_t size;     /* sizeof(ccConfig_t): set by CC_CONFIG_INITIALIZER */
-  int timeoutMs;   /* every wait's deadline (CC_TIMEOUT_MS), at least 1 */
+  size_t size;   /* sizeof(ccConfig_t): set by CC_CONFIG_INITIALIZER */
+  int timeoutMs; /* every wait's deadline (CC_TIMEOUT_MS), at least 1 */
 } ccConfig_t;
-#define CC_CONFIG_INITIALIZER {sizeof(ccConfig_t), CC_CONFIG_UNDEF_INT}
+#define CC_CONFIG_INITIALIZER \
+  { sizeof(ccConfig_t), CC_CONFIG_UNDEF_INT }
 
 /* ccCommInitRank with settings that override the environment's for this communicator
  * (a trainer's own timeout, for example). `config` may be NULL. */

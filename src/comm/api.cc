@@ -438,9 +438,9 @@ Status split(const std::shared_ptr<Communicator>& parent, int color, int key, cc
     }
   }
   int newRank = static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
-  CC_ASSIGN_OR_RETURN(auto child, Communicator::create(id, static_cast<int>(members.size()),
-                                                       newRank, parent->traceShared(),
-                                                       &parent->config()));
+  CC_ASSIGN_OR_RETURN(auto child,
+                      Communicator::create(id, static_cast<int>(members.size()), newRank,
+                                           parent->traceShared(), &parent->config()));
   *out = publish(std::move(child));
   return Status::ok();
 }
