@@ -100,6 +100,21 @@ def gloo_has(fn):
         return False
 
 
+def against_gloo(gloo, what, cc_result, gloo_call, compare=True):
+    """Where Gloo has the call for this dtype, its result must equal cc's. Every rank makes
+    the call; `compare` says whether this rank's result is defined (a reduce's root)."""
+    if gloo is None:
+        return
+    result = []
+    if gloo_has(lambda: result.append(gloo_call(gloo))) and compare:
+        got = result[0]
+        if isinstance(cc_result, list):
+            ok = len(got) == len(cc_result) and all(same(a, b) for a, b in zip(cc_result, got))
+        else:
+            ok = same(cc_result, got)
+        expect(ok, f"{what} differs from gloo")
+
+
 def run(gloo):
     rank, n = dist.get_rank(), dist.get_world_size()
     shape = (3, 5)
@@ -163,6 +178,12 @@ def run(gloo):
             t = values(rank, shape, dtype, salt=root)
             dist.broadcast(t, root)
             expect(same(t, values(root, shape, dtype, salt=root)), f"broadcast {dtype} root {root}")
+
+            def gloo_broadcast(g, root=root, dtype=dtype):
+                x = values(rank, shape, dtype, salt=root)
+                dist.broadcast(x, root, group=g)
+                return x
+            against_gloo(gloo, f"broadcast {dtype} root {root}", t, gloo_broadcast)
             # reduce (sum and max), root only
             for name in ("sum", "max"):
                 inputs = [values(r, shape, dtype, name) for r in range(n)]
@@ -170,6 +191,12 @@ def run(gloo):
                 dist.reduce(t, root, op=OPS[name])
                 if rank == root:
                     expect(same(t, reduce_ref(inputs, name)), f"reduce {dtype} {name} root {root}")
+
+                def gloo_reduce(g, root=root, name=name, inputs=inputs):
+                    x = inputs[rank].clone()
+                    dist.reduce(x, root, op=OPS[name], group=g)
+                    return x
+                against_gloo(gloo, f"reduce {dtype} {name} root {root}", t, gloo_reduce, compare=rank == root)
             # gather and scatter
             mine = values(rank, shape, dtype, salt=5)
             outs = [torch.zeros(shape, dtype=dtype) for _ in range(n)] if rank == root else None
@@ -223,6 +250,12 @@ def run(gloo):
         single_out = torch.zeros_like(single_in)
         dist.all_to_all_single(single_out, single_in)
         expect(same(single_out, torch.cat(outs)), f"all_to_all_single {dtype}")
+
+        def gloo_all_to_all(g, single_in=single_in):
+            x = torch.zeros_like(single_in)
+            dist.all_to_all_single(x, single_in, group=g)
+            return x
+        against_gloo(gloo, f"all_to_all_single {dtype}", single_out, gloo_all_to_all)
         single_in = torch.cat(ins)
         dist.all_to_all_single(single_in, single_in)
         expect(same(single_in, torch.cat(outs)), f"all_to_all_single in place {dtype}")
