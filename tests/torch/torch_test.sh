@@ -6,7 +6,8 @@
 #    same losses to 1e-5 relative with no hook, fp16_compress_hook and powerSGD_hook; with
 #    bf16_compress_hook (Gloo has no bfloat16) against gloo without a hook, to bfloat16's
 #    rounding of the gradients;
-#  - a rank killed mid all-reduce: the others raise cc's error within the timeout.
+#  - a rank killed mid all-reduce, and one stopped there (SIGSTOP): the others raise cc's
+#    error, at once for the dead rank, at init_process_group's timeout for the silent one.
 #   tests/torch/torch_test.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "${1:?build directory}" && pwd)
@@ -76,6 +77,8 @@ done
 # bfloat16 keeps 8 bits of each averaged gradient: AdamW's step moves by up to ~2^-8 of lr.
 compare "$work/loss-cc-bf16.txt" "$work/loss-gloo-none.txt" 1e-3 "DDP bf16 hook (cc) against gloo in float32"
 
-run kill timeout 200 "$python" "$here/kill_test.py" --ranks 3 --timeout 20
+run kill timeout 200 "$python" "$here/kill_test.py" --ranks 3 --timeout 20 --mode kill
 grep -h "raised after" "$work/kill.out"
+run stop timeout 200 "$python" "$here/kill_test.py" --ranks 3 --timeout 5 --mode stop
+grep -h "raised after" "$work/stop.out"
 echo "torch backend: all cases passed"
