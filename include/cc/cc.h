@@ -226,6 +226,18 @@ ccResult_t ccAllToAllv(const void* sendbuff, const size_t sendcounts[], const si
                        void* recvbuff, const size_t recvcounts[], const size_t rdispls[],
                        ccDataType_t datatype, ccComm_t comm, ccStream_t stream);
 
+/* Gather and scatter (NCCL's guide builds them from grouped ncclSend/ncclRecv; cc names
+ * them, and runs them so: their messages count as ccTrafficSendRecv). ccGather: root's
+ * recvbuff (nranks * count elements) receives every rank's sendbuff in rank order; recvbuff
+ * is read only on the root. ccScatter: block i of root's sendbuff (nranks * count) goes to
+ * rank i's recvbuff; sendbuff is read only on the root. In place on the root: sendbuff (for
+ * gather) or recvbuff (for scatter) is the root's own block. Inside ccGroupStart/End they
+ * join the group. */
+ccResult_t ccGather(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype,
+                    int root, ccComm_t comm, ccStream_t stream);
+ccResult_t ccScatter(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype,
+                     int root, ccComm_t comm, ccStream_t stream);
+
 /* Streams: an ordered queue of operations that a background thread runs while the
  * caller computes. Buffers passed to a queued operation must stay valid until the
  * stream is synchronized. */

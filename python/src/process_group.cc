@@ -425,24 +425,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCC::gather(std::vector<std::vector<at
       rootList(outputs, input, rank_ == root, size_, "gather", "output");
   return collective(c10d::OpType::GATHER, list, [this, input, list, root] {
     at::Tensor data = dense(input);
-    std::vector<at::Tensor> results;
-    for (const at::Tensor& output : list) results.push_back(dense(output));
-    if (rank_ == root) {
-      at::Tensor& own = results[static_cast<size_t>(root)];
-      own.copy_(data.view(own.sizes()));
+    at::Tensor flat;
+    if (rank_ == root) flat = at::empty({size_ * data.numel()}, data.options());
+    check(ccGather(data.data_ptr(), rank_ == root ? flat.data_ptr() : nullptr, data.nbytes(),
+                   ccUint8, root, comm_, nullptr),
+          comm_, "gather");
+    for (size_t r = 0; r < list.size(); ++r) {
+      const int64_t offset = static_cast<int64_t>(r) * data.numel();
+      list[r].copy_(flat.narrow(0, offset, data.numel()).view(list[r].sizes()));
     }
-    check(ccGroupStart(), comm_, "gather");
-    if (rank_ == root) {
-      for (int r = 0; r < size_; ++r) {
-        at::Tensor& result = results[static_cast<size_t>(r)];
-        if (r != root) ccRecv(result.data_ptr(), result.nbytes(), ccUint8, r, comm_, nullptr);
-      }
-    } else {
-      ccSend(data.data_ptr(), data.nbytes(), ccUint8, root, comm_, nullptr);
-    }
-    // A failed call inside the group is reported by ccGroupEnd.
-    check(ccGroupEnd(), comm_, "gather");
-    for (size_t r = 0; r < list.size(); ++r) writeBack(list[r], results[r]);
   });
 }
 
@@ -456,19 +447,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCC::scatter(std::vector<at::Tensor>& 
       rootList(inputs, output, rank_ == root, size_, "scatter", "input");
   return collective(c10d::OpType::SCATTER, outputs, [this, output, list, root] {
     at::Tensor result = dense(output);
-    std::vector<at::Tensor> sources;
-    for (const at::Tensor& input : list) sources.push_back(dense(input));
-    if (rank_ == root) result.copy_(sources[static_cast<size_t>(root)].view(result.sizes()));
-    check(ccGroupStart(), comm_, "scatter");
-    if (rank_ == root) {
-      for (int r = 0; r < size_; ++r) {
-        const at::Tensor& source = sources[static_cast<size_t>(r)];
-        if (r != root) ccSend(source.data_ptr(), source.nbytes(), ccUint8, r, comm_, nullptr);
-      }
-    } else {
-      ccRecv(result.data_ptr(), result.nbytes(), ccUint8, root, comm_, nullptr);
-    }
-    check(ccGroupEnd(), comm_, "scatter");
+    at::Tensor flat;
+    if (rank_ == root) flat = flatten(list);
+    check(ccScatter(rank_ == root ? flat.data_ptr() : nullptr, result.data_ptr(), result.nbytes(),
+                    ccUint8, root, comm_, nullptr),
+          comm_, "scatter");
     writeBack(output, result);
   });
 }

@@ -243,6 +243,73 @@ Result<size_t> multiply(size_t count, size_t factor, const char* what) {
   return count * factor;
 }
 
+// Gather and scatter: one group of point-to-point messages between the root and every
+// rank (NCCL's guide expresses them so; cc.h names them), run as one unit like any group,
+// or added to the caller's open group.
+Status rootedExchange(bool isGather, const void* sendbuff, void* recvbuff, size_t count, int type,
+                      int root, const std::shared_ptr<Communicator>& comm, ccComm_t handle,
+                      ccStream_t streamHandle) {
+  const char* call = isGather ? "ccGather" : "ccScatter";
+  if (!comm) {
+    Status missing = lookup(handle).status();
+    return (missing.isOk() ? invalidArgument("comm is not a live communicator") : missing)
+        .withContext(call);
+  }
+  const int n = comm->size();
+  const int me = comm->rank();
+  CC_ASSIGN_OR_RETURN(size_t bytes, byteCount(count, type));
+  if (root < 0 || root >= n) {
+    return invalidArgument(std::string(call) + ": root " + std::to_string(root) +
+                           " is out of range for a communicator of " + std::to_string(n) +
+                           " ranks");
+  }
+  CC_ASSIGN_OR_RETURN(size_t total, multiply(bytes, static_cast<size_t>(n), "count bytes"));
+  CC_ASSIGN_OR_RETURN(std::shared_ptr<comm::Stream> stream, lookupStream(streamHandle));
+  // The root's side holds a block per rank: gather's recvbuff, scatter's sendbuff.
+  auto* blocks = static_cast<std::byte*>(isGather ? recvbuff : const_cast<void*>(sendbuff));
+  auto* single = static_cast<std::byte*>(isGather ? const_cast<void*>(sendbuff) : recvbuff);
+  const char* blocksName = isGather ? "recvbuff" : "sendbuff";
+  const char* singleName = isGather ? "sendbuff" : "recvbuff";
+  if (bytes > 0 && single == nullptr)
+    return invalidArgument(std::string(call) + ": " + singleName + " is NULL with count " +
+                           std::to_string(count));
+  if (bytes > 0 && me == root && blocks == nullptr)
+    return invalidArgument(std::string(call) + ": " + blocksName +
+                           " is NULL on the root with count " + std::to_string(count));
+  std::byte* own = me == root ? blocks + bytes * static_cast<size_t>(root) : nullptr;
+  if (me == root && single != own && overlaps(single, bytes, blocks, total)) {
+    return invalidArgument(std::string(call) +
+                           ": sendbuff and recvbuff overlap without being the " +
+                           "in-place layout (the root's own block, see cc.h)");
+  }
+  std::vector<GroupedOp> ops;
+  auto add = [&](bool isSend, std::byte* data, int peer) {
+    ops.push_back(GroupedOp{
+        comm, PointToPoint{comm.get(), isSend, data, bytes, peer, isGather ? "gather" : "scatter"},
+        stream});
+  };
+  if (bytes == 0) {
+    // Nothing moves on any rank.
+  } else if (me != root) {
+    add(isGather, single, root);
+  } else {
+    for (int peer = 0; peer < n; ++peer) {
+      if (peer != root) add(!isGather, blocks + bytes * static_cast<size_t>(peer), peer);
+    }
+    if (single != own) {  // the root's own block: a message to itself
+      add(true, isGather ? single : own, root);
+      add(false, isGather ? own : single, root);
+    }
+  }
+  if (gGroup.depth > 0) {
+    for (GroupedOp& op : ops) gGroup.ops.push_back(std::move(op));
+    return Status::ok();
+  }
+  Status status = launch(std::move(ops));
+  if (status.isOk()) return status;
+  return status.withContext(std::string(call) + " on rank " + std::to_string(me));
+}
+
 // Checks a collective call against the communicator; fills in nothing, only refuses.
 Status validateCollective(const char* call, const collectives::CollectiveArgs& args, int rawOp,
                           const Communicator& comm) {
@@ -711,6 +778,30 @@ ccResult_t ccSend(const void* sendbuff, size_t count, ccDataType_t datatype, int
   });
   // A bad operation inside a group drops the whole group at ccGroupEnd, so that no
   // rank runs half of what it meant to.
+  if (result != ccSuccess && gGroup.depth > 0 && gGroup.error.isOk())
+    gGroup.error = Status(result, gThreadLastError);
+  return result;
+}
+
+ccResult_t ccGather(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype,
+                    int root, ccComm_t comm, ccStream_t stream) {
+  std::shared_ptr<Communicator> keep = tryLookup(comm);
+  ccResult_t result = guarded(keep.get(), [&] {
+    return rootedExchange(true, sendbuff, recvbuff, count, rawDataType(&datatype), root, keep, comm,
+                          stream);
+  });
+  if (result != ccSuccess && gGroup.depth > 0 && gGroup.error.isOk())
+    gGroup.error = Status(result, gThreadLastError);
+  return result;
+}
+
+ccResult_t ccScatter(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype,
+                     int root, ccComm_t comm, ccStream_t stream) {
+  std::shared_ptr<Communicator> keep = tryLookup(comm);
+  ccResult_t result = guarded(keep.get(), [&] {
+    return rootedExchange(false, sendbuff, recvbuff, count, rawDataType(&datatype), root, keep,
+                          comm, stream);
+  });
   if (result != ccSuccess && gGroup.depth > 0 && gGroup.error.isOk())
     gGroup.error = Status(result, gThreadLastError);
   return result;
