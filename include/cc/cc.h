@@ -98,6 +98,8 @@ typedef struct {
  * (a trainer's own timeout, for example). `config` may be NULL. */
 ccResult_t ccCommInitRankConfig(ccComm_t* comm, int nranks, ccUniqueId commId, int rank,
                                 const ccConfig_t* config);
+/* ccGetUniqueId whose bootstrap root waits for the ranks as long as config->timeoutMs. */
+ccResult_t ccGetUniqueIdConfig(ccUniqueId* uniqueId, const ccConfig_t* config);
 
 /* Creates `ndev` ranks in this process, one thread each behind the scenes; comms[i] is
  * rank i. `devlist` names a GPU per rank (ignored without CUDA; may be NULL). */

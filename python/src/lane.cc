@@ -17,10 +17,13 @@ bool Work::done() {
   return completed_;
 }
 
+// Complete once the future is too: wait() and is_completed() never return before
+// get_future().value() may be read.
 bool Work::isCompleted() {
-  if (done()) return true;
-  if (auto lane = lane_.lock()) lane->hurry();
-  return done();
+  if (!done()) {
+    if (auto lane = lane_.lock()) lane->hurry();
+  }
+  return done() && future_->completed();
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> Work::getFuture() {
@@ -55,6 +58,9 @@ bool Work::wait(std::chrono::milliseconds timeout) {
                              std::to_string(timeout.count()) + " ms given to wait()");
   }
   if (exception_) std::rethrow_exception(exception_);
+  lock.unlock();
+  // Marked just after completion (a callback on it may itself wait for this work).
+  future_->wait();
   return true;
 }
 
@@ -75,34 +81,60 @@ void Work::complete(std::exception_ptr error) {
 
 Lane::Lane() {
   workers_.emplace_back([this] { primaryLoop(); });
-  workers_.emplace_back([this] { secondaryLoop(); });
 }
 
-Lane::~Lane() {
+Lane::~Lane() { shutdown(); }
+
+void Lane::shutdown() {
+  std::vector<std::thread> workers;
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   wakePrimary_.notify_all();
-  wakeSecondary_.notify_all();
-  for (std::thread& worker : workers_) worker.join();
+  wakeHelpers_.notify_all();
+  // Helpers may still be made while the queue drains: join until none is left.
+  while (true) {
+    {
+      std::lock_guard lock(mutex_);
+      if (workers_.empty()) break;
+      workers.swap(workers_);
+    }
+    for (std::thread& worker : workers) {
+      // The last reference dropped on one of the lane's own threads (in a callback).
+      if (worker.get_id() == std::this_thread::get_id()) {
+        worker.detach();
+      } else {
+        worker.join();
+      }
+    }
+    workers.clear();
+  }
+}
+
+void Lane::helpLocked() {
+  if (queue_.empty() || completing_ == 0) return;
+  if (idleHelpers_ > 0) {
+    wakeHelpers_.notify_one();
+  } else {
+    workers_.emplace_back([this] { helperLoop(); });
+  }
 }
 
 void Lane::post(c10::intrusive_ptr<Work> work, Task task) {
   bool wakePrimary = false;
-  bool wakeSecondary = false;
   {
     std::lock_guard lock(mutex_);
     lastPost_ = Clock::now();
+    work->setTicket(nextTicket_++);
     queue_.push_back(Entry{std::move(work), std::move(task), lastPost_});
     // A sleeping primary sets itself a deadline; one already waiting with a deadline
     // looks at the queue when it passes. Two untaken operations: the caller is not
     // waiting for the first, so start it.
     wakePrimary = primarySleeping_ || queue_.size() > 1;
-    wakeSecondary = primaryCompleting_;
+    helpLocked();
   }
   if (wakePrimary) wakePrimary_.notify_one();
-  if (wakeSecondary) wakeSecondary_.notify_one();
 }
 
 void Lane::hurry() {
@@ -115,14 +147,14 @@ void Lane::hurry() {
   if (wake) wakePrimary_.notify_one();
 }
 
-bool Lane::runNext(bool* completing) {
+bool Lane::runNext(uint64_t upTo) {
   Entry entry;
   std::exception_ptr error;
   {
     std::lock_guard running(run_);
     {
       std::lock_guard lock(mutex_);
-      if (queue_.empty()) return false;
+      if (queue_.empty() || queue_.front().work->ticket() > upTo) return false;
       entry = std::move(queue_.front());
       queue_.pop_front();
     }
@@ -132,24 +164,24 @@ bool Lane::runNext(bool* completing) {
       error = std::current_exception();
     }
   }
-  bool wakeSecondary = false;
-  if (completing != nullptr) {
+  {
     std::lock_guard lock(mutex_);
-    *completing = true;
-    wakeSecondary = !queue_.empty();
+    ++completing_;
+    helpLocked();
   }
-  if (wakeSecondary) wakeSecondary_.notify_one();
   entry.work->complete(error);
-  if (completing != nullptr) {
+  {
     std::lock_guard lock(mutex_);
-    *completing = false;
+    --completing_;
   }
   return true;
 }
 
 void Lane::runUntil(Work& work) {
-  // Stops when the queue is empty: a worker is then finishing this work.
-  while (!work.done() && runNext()) {
+  // Only operations posted before this one (ahead of it in the order): a later one may
+  // need a peer that first waits for something this caller does after the wait. Stops
+  // when a worker has taken this one; the caller then waits for it to finish.
+  while (!work.done() && runNext(work.ticket())) {
   }
 }
 
@@ -176,16 +208,21 @@ void Lane::primaryLoop() {
     }
     hurried_ = false;
     lock.unlock();
-    runNext(&primaryCompleting_);
+    runNext();
     lock.lock();
   }
 }
 
-void Lane::secondaryLoop() {
+void Lane::helperLoop() {
   std::unique_lock lock(mutex_);
   while (true) {
-    wakeSecondary_.wait(lock, [&] { return stopping_ || (primaryCompleting_ && !queue_.empty()); });
-    if (stopping_) return;
+    ++idleHelpers_;
+    wakeHelpers_.wait(lock, [&] { return stopping_ || (!queue_.empty() && completing_ > 0); });
+    --idleHelpers_;
+    if (queue_.empty()) {
+      if (stopping_) return;
+      continue;
+    }
     lock.unlock();
     runNext();
     lock.lock();

@@ -13,11 +13,13 @@
 //
 // An operation's work is completed after the lane is free again, and its future's
 // callbacks run there: a callback may post another operation and wait for its future
-// (PowerSGD's hook does); while the worker is inside one, a second worker runs the lane.
+// (PowerSGD's hook does). While every thread that runs the lane is inside a callback and
+// operations are queued, a helper thread runs them (helpers are made as needed and kept).
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -51,8 +53,11 @@ class Work : public c10d::Work {
   // Called once by whoever ran the operation.
   void complete(std::exception_ptr error);
   bool done();
+  uint64_t ticket() const { return ticket_; }
+  void setTicket(uint64_t ticket) { ticket_ = ticket; }
 
  private:
+  uint64_t ticket_ = 0;  // its place in the lane's order
   std::vector<at::Tensor> outputs_;
   std::weak_ptr<Lane> lane_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
@@ -63,7 +68,9 @@ class Lane : public std::enable_shared_from_this<Lane> {
   using Task = std::function<void()>;  // throws on failure
 
   Lane();
-  ~Lane();  // runs what is queued, then joins
+  ~Lane();  // shutdown()
+  // Runs what is queued, then joins the lane's threads; later posts are not run.
+  void shutdown();
   Lane(const Lane&) = delete;
   Lane& operator=(const Lane&) = delete;
 
@@ -83,21 +90,26 @@ class Lane : public std::enable_shared_from_this<Lane> {
     Task task;
     Clock::time_point posted;
   };
-  // Pops and runs the oldest queued operation, then completes its work; false when the
-  // queue was empty. `completing` is set while the work's callbacks run.
-  bool runNext(bool* completing = nullptr);
+  // Pops and runs the oldest queued operation if its ticket is at most `upTo`, then
+  // completes its work; false when there was none.
+  bool runNext(uint64_t upTo = UINT64_MAX);
   void primaryLoop();
-  void secondaryLoop();
+  void helperLoop();
+  // With operations queued and every runner inside a callback: wakes or makes a helper.
+  // Called with mutex_ held.
+  void helpLocked();
 
   std::mutex run_;  // held while an operation runs: one at a time, in order
   std::mutex mutex_;
   std::condition_variable wakePrimary_;
-  std::condition_variable wakeSecondary_;
+  std::condition_variable wakeHelpers_;
   std::deque<Entry> queue_;
+  uint64_t nextTicket_ = 1;
   bool stopping_ = false;
   bool hurried_ = false;
-  bool primarySleeping_ = false;    // waiting with no deadline: a post must wake it
-  bool primaryCompleting_ = false;  // inside a work's callbacks: the secondary runs the lane
+  bool primarySleeping_ = false;  // waiting with no deadline: a post must wake it
+  int completing_ = 0;            // threads inside a work's callbacks
+  int idleHelpers_ = 0;
   Clock::time_point lastPost_;
   std::vector<std::thread> workers_;
 };

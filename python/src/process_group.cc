@@ -2,6 +2,7 @@
 
 #include <ATen/Functions.h>
 #include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
 
 #include <climits>
 #include <cstring>
@@ -207,6 +208,14 @@ ccUniqueId fetchUniqueId(c10d::Store& store, const std::string& key,
   return id;
 }
 
+// cc's settings for the group: every wait's deadline is the group's timeout.
+ccConfig_t configFor(std::chrono::milliseconds timeout) {
+  ccConfig_t config = CC_CONFIG_INITIALIZER;
+  config.timeoutMs =
+      static_cast<int>(std::min<int64_t>(std::max<int64_t>(timeout.count(), 1), INT_MAX));
+  return config;
+}
+
 }  // namespace
 
 ProcessGroupCC::ProcessGroupCC(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
@@ -215,31 +224,41 @@ ProcessGroupCC::ProcessGroupCC(c10::intrusive_ptr<c10d::Store> store, int rank, 
       store_(std::move(store)),
       timeout_(timeout),
       lane_(std::make_shared<Lane>()) {
+  const ccConfig_t config = configFor(timeout_);
   ccUniqueId id;
   const std::string key = "cc/unique_id";
   if (rank == 0) {
-    check(ccGetUniqueId(&id), nullptr, "ccGetUniqueId");
+    check(ccGetUniqueIdConfig(&id, &config), nullptr, "ccGetUniqueIdConfig");
     publishUniqueId(*store_, key, id);
   } else {
     id = fetchUniqueId(*store_, key, timeout_);
   }
-  ccConfig_t config = CC_CONFIG_INITIALIZER;
-  config.timeoutMs =
-      static_cast<int>(std::min<int64_t>(std::max<int64_t>(timeout.count(), 1), INT_MAX));
   check(ccCommInitRankConfig(&comm_, size, id, rank, &config), nullptr,
         "ccCommInitRankConfig(rank " + std::to_string(rank) + " of " + std::to_string(size) + ")");
 }
 
 ProcessGroupCC::~ProcessGroupCC() {
-  // The lanes finish what is queued before their communicators go.
-  lane_.reset();
+  // Dropped from Python with the GIL held: the lanes' threads may need it to finish a
+  // future's Python callback, so let go of it while they drain.
+  if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) {
+    pybind11::gil_scoped_release release;
+    shutdown();
+  } else {
+    shutdown();
+  }
+}
+
+void ProcessGroupCC::shutdown() {
+  // The lanes finish what is queued before their communicators go, even while a wait()
+  // elsewhere still holds one of them.
+  lane_->shutdown();
   std::map<PeerKey, std::shared_ptr<PeerLane>> peers;
   {
     std::lock_guard lock(peersMutex_);
     peers.swap(peers_);
   }
   for (auto& [key, peer] : peers) {
-    peer->lane.reset();
+    peer->lane->shutdown();
     if (peer->comm != nullptr) ccCommDestroy(peer->comm);
   }
   if (comm_ != nullptr) {
@@ -250,6 +269,7 @@ ProcessGroupCC::~ProcessGroupCC() {
     } else {
       ccCommAbort(comm_);
     }
+    comm_ = nullptr;
   }
 }
 
@@ -540,6 +560,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCC::alltoall_base(at::Tensor& output,
   const std::vector<size_t> sendBytes = counts(input, inputSplits, "input");
   const std::vector<size_t> recvBytes = counts(output, outputSplits, "output");
   const bool even = inputSplits.empty() && outputSplits.empty();
+  TORCH_CHECK(!even || output.nbytes() == input.nbytes(), "cc: all_to_all_single: the output has ",
+              output.numel(), " elements and the input ", input.numel(),
+              "; without split sizes they must be equal");
   const at::Tensor in = input;
   const at::Tensor out = output;
   return collective(
@@ -609,16 +632,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCC::barrier(const c10d::BarrierOption
 ccComm_t ProcessGroupCC::connectPair(int src, int dst, int tag) {
   const std::string key =
       "cc/p2p/" + std::to_string(src) + "/" + std::to_string(dst) + "/" + std::to_string(tag);
+  const ccConfig_t config = configFor(timeout_);
   ccUniqueId id;
   if (rank_ == src) {
-    check(ccGetUniqueId(&id), nullptr, "ccGetUniqueId");
+    check(ccGetUniqueIdConfig(&id, &config), nullptr, "ccGetUniqueIdConfig");
     publishUniqueId(*store_, key, id);
   } else {
     id = fetchUniqueId(*store_, key, timeout_);
   }
-  ccConfig_t config = CC_CONFIG_INITIALIZER;
-  config.timeoutMs =
-      static_cast<int>(std::min<int64_t>(std::max<int64_t>(timeout_.count(), 1), INT_MAX));
   ccComm_t pair = nullptr;
   check(ccCommInitRankConfig(&pair, 2, id, rank_ == src ? 0 : 1, &config), nullptr,
         "connecting rank " + std::to_string(src) + " to rank " + std::to_string(dst) +
@@ -655,7 +676,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCC::pointToPoint(bool isSend,
   // The lane outlives its tasks (the destructor joins it first), so a raw pointer is safe.
   PeerLane* raw = lane.get();
   lane->lane->post(work, [this, raw, tensor, isSend, src, dst, tag] {
-    if (raw->comm == nullptr) raw->comm = connectPair(src, dst, tag);
+    // A failed connection stays failed: its unique id is spent, and a second try could
+    // pair with a peer still on the first.
+    if (!raw->failure.empty()) throw std::runtime_error(raw->failure);
+    if (raw->comm == nullptr) {
+      try {
+        raw->comm = connectPair(src, dst, tag);
+      } catch (const std::exception& error) {
+        raw->failure = error.what();
+        throw;
+      }
+    }
     const std::string label = std::string(isSend ? "send to rank " : "recv from rank ") +
                               std::to_string(isSend ? dst : src);
     if (isSend) {

@@ -81,6 +81,7 @@ class ProcessGroupCC : public c10d::ProcessGroup {
   struct PeerLane {
     std::shared_ptr<Lane> lane;
     ccComm_t comm = nullptr;  // made by the lane's first operation
+    std::string failure;      // why making it failed
   };
   using PeerKey = std::tuple<int, int, int>;  // src, dst, tag
 
@@ -90,6 +91,7 @@ class ProcessGroupCC : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> pointToPoint(bool isSend, std::vector<at::Tensor>& tensors,
                                               int peer, int tag);
   ccComm_t connectPair(int src, int dst, int tag);
+  void shutdown();
 
   c10::intrusive_ptr<c10d::Store> store_;
   std::chrono::milliseconds timeout_;

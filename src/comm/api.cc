@@ -135,6 +135,26 @@ Result<size_t> byteCount(size_t count, int type) {
   return count * size;
 }
 
+// The environment's settings with what a ccConfig_t overrides.
+Result<Config> configWith(const ccConfig_t* userConfig, const char* call) {
+  CC_ASSIGN_OR_RETURN(Config config, Config::fromEnvironment());
+  if (userConfig == nullptr) return config;
+  if (userConfig->size != sizeof(ccConfig_t)) {
+    return invalidArgument(std::string(call) + ": config->size is " +
+                           std::to_string(userConfig->size) + ", not sizeof(ccConfig_t) " +
+                           std::to_string(sizeof(ccConfig_t)) +
+                           " (start from CC_CONFIG_INITIALIZER)");
+  }
+  if (userConfig->timeoutMs != CC_CONFIG_UNDEF_INT) {
+    if (userConfig->timeoutMs < 1) {
+      return invalidArgument(std::string(call) + ": config->timeoutMs " +
+                             std::to_string(userConfig->timeoutMs) + " is below 1");
+    }
+    config.timeoutMs = userConfig->timeoutMs;
+  }
+  return config;
+}
+
 // Groups: operations between ccGroupStart and ccGroupEnd are collected per thread.
 struct GroupedOp {
   std::shared_ptr<Communicator> comm;
@@ -567,10 +587,12 @@ const char* ccGetLastError(ccComm_t handle) {
   return gReturnedError.c_str();
 }
 
-ccResult_t ccGetUniqueId(ccUniqueId* uniqueId) {
+ccResult_t ccGetUniqueId(ccUniqueId* uniqueId) { return ccGetUniqueIdConfig(uniqueId, nullptr); }
+
+ccResult_t ccGetUniqueIdConfig(ccUniqueId* uniqueId, const ccConfig_t* userConfig) {
   return guarded(nullptr, [&]() -> Status {
     if (uniqueId == nullptr) return invalidArgument("ccGetUniqueId: uniqueId is NULL");
-    CC_ASSIGN_OR_RETURN(Config config, Config::fromEnvironment());
+    CC_ASSIGN_OR_RETURN(Config config, configWith(userConfig, "ccGetUniqueIdConfig"));
     CC_ASSIGN_OR_RETURN(wire::UniqueIdContents id, bootstrap::startRoot(config));
     wire::encodeUniqueId(id, uniqueId->internal);
     return Status::ok();
@@ -594,22 +616,7 @@ ccResult_t ccCommInitRankConfig(ccComm_t* comm, int nranks, ccUniqueId commId, i
       return invalidArgument("ccCommInitRank: rank " + std::to_string(rank) +
                              " is out of range for nranks " + std::to_string(nranks));
     }
-    CC_ASSIGN_OR_RETURN(Config config, Config::fromEnvironment());
-    if (userConfig != nullptr) {
-      if (userConfig->size != sizeof(ccConfig_t)) {
-        return invalidArgument("ccCommInitRankConfig: config->size is " +
-                               std::to_string(userConfig->size) + ", not sizeof(ccConfig_t) " +
-                               std::to_string(sizeof(ccConfig_t)) +
-                               " (start from CC_CONFIG_INITIALIZER)");
-      }
-      if (userConfig->timeoutMs != CC_CONFIG_UNDEF_INT) {
-        if (userConfig->timeoutMs < 1) {
-          return invalidArgument("ccCommInitRankConfig: config->timeoutMs " +
-                                 std::to_string(userConfig->timeoutMs) + " is below 1");
-        }
-        config.timeoutMs = userConfig->timeoutMs;
-      }
-    }
+    CC_ASSIGN_OR_RETURN(Config config, configWith(userConfig, "ccCommInitRankConfig"));
     CC_ASSIGN_OR_RETURN(wire::UniqueIdContents id,
                         wire::parseUniqueId(std::as_bytes(std::span(commId.internal))));
     CC_ASSIGN_OR_RETURN(auto impl, comm::Communicator::create(id, nranks, rank, nullptr, &config));

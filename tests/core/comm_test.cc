@@ -100,6 +100,14 @@ TEST(Communicator, ConfigIsChecked) {
   config = CC_CONFIG_INITIALIZER;
   CC_ASSERT_OK(ccCommInitRankConfig(&comm, 1, id, 0, &config));
   CC_ASSERT_OK(ccCommDestroy(comm));
+  // The unique id's root takes the same settings.
+  config.timeoutMs = -5;
+  EXPECT_EQ(ccGetUniqueIdConfig(&id, &config), ccInvalidArgument);
+  EXPECT_NE(std::string(ccGetLastError(nullptr)).find("ccGetUniqueIdConfig"), std::string::npos);
+  config.timeoutMs = 60000;
+  CC_ASSERT_OK(ccGetUniqueIdConfig(&id, &config));
+  CC_ASSERT_OK(ccCommInitRankConfig(&comm, 1, id, 0, &config));
+  CC_ASSERT_OK(ccCommDestroy(comm));
 }
 
 TEST(Communicator, SplitByColorOrdersByKey) {

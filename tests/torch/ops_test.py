@@ -349,6 +349,24 @@ def run(gloo):
             dist.all_reduce(t)
         expect(same(t, torch.full((4,), float(n))), "all_reduce after a send that the peer waited for")
 
+    # Waiting for an async collective runs nothing posted after it on the waiting thread:
+    # rank 1 joins the second all_reduce only after a message that rank 0 sends after
+    # its first wait.
+    if n > 1:
+        x, y = torch.ones(4), torch.ones(4)
+        if rank == 0:
+            first = dist.all_reduce(x, async_op=True)
+            second = dist.all_reduce(y, async_op=True)
+            first.wait()
+            dist.send(torch.ones(1), 1)
+            second.wait()
+        else:
+            dist.all_reduce(x)
+            if rank == 1:
+                dist.recv(torch.zeros(1), 0)
+            dist.all_reduce(y)
+        expect(same(y, torch.full((4,), float(n))), "a later async all_reduce ran inside an earlier wait")
+
     # A subgroup of the even ranks makes its own communicator.
     evens = dist.new_group([r for r in range(n) if r % 2 == 0], backend="cc")
     if rank % 2 == 0:
@@ -362,6 +380,11 @@ def run(gloo):
         expect(False, "all_gather_into_tensor with a wrong output size was not refused")
     except RuntimeError as e:
         expect("all_gather_into_tensor" in str(e), f"size refusal message: {e}")
+    try:
+        dist.all_to_all_single(torch.zeros(2 * n), torch.zeros(4 * n))
+        expect(False, "all_to_all_single with a short output was not refused")
+    except RuntimeError as e:
+        expect("all_to_all_single" in str(e), f"all_to_all_single size message: {e}")
     dist.barrier()
 
 
