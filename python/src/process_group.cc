@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <mutex>
@@ -159,6 +160,15 @@ std::vector<at::Tensor> rootList(const std::vector<std::vector<at::Tensor>>& lis
   return lists[0];
 }
 
+// `input` contiguous and sharing no memory with `outputs` (cc's all-to-all does not run in
+// place): itself when it already is, else a copy.
+at::Tensor apartFrom(const at::Tensor& input, const std::vector<at::Tensor>& outputs) {
+  const bool shared = std::any_of(outputs.begin(), outputs.end(), [&](const at::Tensor& output) {
+    return output.is_alias_of(input);
+  });
+  return shared ? input.clone(at::MemoryFormat::Contiguous) : input.contiguous();
+}
+
 at::Tensor flatten(const std::vector<at::Tensor>& tensors) {
   std::vector<at::Tensor> flat;
   flat.reserve(tensors.size());
@@ -224,17 +234,24 @@ ProcessGroupCC::ProcessGroupCC(c10::intrusive_ptr<c10d::Store> store, int rank, 
       store_(std::move(store)),
       timeout_(timeout),
       lane_(std::make_shared<Lane>()) {
+  comm_ = joinCommunicator(
+      "cc/unique_id", size, rank,
+      "ccCommInitRankConfig(rank " + std::to_string(rank) + " of " + std::to_string(size) + ")");
+}
+
+ccComm_t ProcessGroupCC::joinCommunicator(const std::string& key, int nranks, int rank,
+                                          const std::string& what) {
   const ccConfig_t config = configFor(timeout_);
   ccUniqueId id;
-  const std::string key = "cc/unique_id";
   if (rank == 0) {
     check(ccGetUniqueIdConfig(&id, &config), nullptr, "ccGetUniqueIdConfig");
     publishUniqueId(*store_, key, id);
   } else {
     id = fetchUniqueId(*store_, key, timeout_);
   }
-  check(ccCommInitRankConfig(&comm_, size, id, rank, &config), nullptr,
-        "ccCommInitRankConfig(rank " + std::to_string(rank) + " of " + std::to_string(size) + ")");
+  ccComm_t comm = nullptr;
+  check(ccCommInitRankConfig(&comm, nranks, id, rank, &config), nullptr, what);
+  return comm;
 }
 
 ProcessGroupCC::~ProcessGroupCC() {
@@ -569,10 +586,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCC::alltoall_base(at::Tensor& output,
       c10d::OpType::ALLTOALL_BASE, {out}, [this, in, out, sendBytes, recvBytes, even] {
         at::Tensor result = dense(out);
         // cc's all-to-all is not done in place: a shared buffer is read from a copy.
-        at::Tensor data =
-            in.is_contiguous() && !in.is_same(result) && in.data_ptr() != result.data_ptr()
-                ? in
-                : in.clone(at::MemoryFormat::Contiguous);
+        at::Tensor data = apartFrom(in, {result});
         if (even) {
           check(
               ccAllToAll(data.data_ptr(), result.data_ptr(), sendBytes[0], ccUint8, comm_, nullptr),
@@ -610,8 +624,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCC::alltoall(std::vector<at::Tensor>&
   return collective(c10d::OpType::ALLTOALL, outputs, [this, in, out] {
     std::vector<at::Tensor> sources;
     std::vector<at::Tensor> results;
-    for (const at::Tensor& tensor : in)
-      sources.push_back(tensor.clone(at::MemoryFormat::Contiguous));
+    for (const at::Tensor& tensor : in) sources.push_back(apartFrom(tensor, out));
     for (const at::Tensor& tensor : out) results.push_back(dense(tensor));
     check(ccGroupStart(), comm_, "all_to_all");
     for (int j = 0; j < size_; ++j) {
@@ -632,19 +645,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCC::barrier(const c10d::BarrierOption
 ccComm_t ProcessGroupCC::connectPair(int src, int dst, int tag) {
   const std::string key =
       "cc/p2p/" + std::to_string(src) + "/" + std::to_string(dst) + "/" + std::to_string(tag);
-  const ccConfig_t config = configFor(timeout_);
-  ccUniqueId id;
-  if (rank_ == src) {
-    check(ccGetUniqueIdConfig(&id, &config), nullptr, "ccGetUniqueIdConfig");
-    publishUniqueId(*store_, key, id);
-  } else {
-    id = fetchUniqueId(*store_, key, timeout_);
-  }
-  ccComm_t pair = nullptr;
-  check(ccCommInitRankConfig(&pair, 2, id, rank_ == src ? 0 : 1, &config), nullptr,
-        "connecting rank " + std::to_string(src) + " to rank " + std::to_string(dst) +
-            " for point-to-point messages with tag " + std::to_string(tag));
-  return pair;
+  return joinCommunicator(key, 2, rank_ == src ? 0 : 1,
+                          "connecting rank " + std::to_string(src) + " to rank " +
+                              std::to_string(dst) + " for point-to-point messages with tag " +
+                              std::to_string(tag));
 }
 
 std::shared_ptr<ProcessGroupCC::PeerLane> ProcessGroupCC::peerLane(int src, int dst, int tag) {

@@ -91,6 +91,8 @@ class ProcessGroupCC : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> pointToPoint(bool isSend, std::vector<at::Tensor>& tensors,
                                               int peer, int tag);
   ccComm_t connectPair(int src, int dst, int tag);
+  // Rank 0 publishes a unique id under `key` in the store; every rank joins with it.
+  ccComm_t joinCommunicator(const std::string& key, int nranks, int rank, const std::string& what);
   void shutdown();
 
   c10::intrusive_ptr<c10d::Store> store_;

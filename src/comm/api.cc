@@ -171,6 +171,14 @@ struct GroupState {
 };
 thread_local GroupState gGroup;
 
+// A bad operation inside a group drops the whole group at ccGroupEnd, so that no rank runs
+// half of what it meant to. Every entry point that may join a group returns through this.
+ccResult_t dropGroupOnFailure(ccResult_t result) {
+  if (result != ccSuccess && gGroup.depth > 0 && gGroup.error.isOk())
+    gGroup.error = Status(result, gThreadLastError);
+  return result;
+}
+
 // Runs a group now (NULL stream) or queues it on its stream, as one task: all of its
 // operations progress together. A group must use one stream; operations split over
 // several streams could not progress together and would deadlock.
@@ -433,9 +441,7 @@ ccResult_t collectiveEntry(const char* call, ccComm_t handle, ccStream_t streamH
     if (status.isOk()) return status;
     return status.withContext(std::string(call) + " on rank " + std::to_string(comm->rank()));
   });
-  if (result != ccSuccess && gGroup.depth > 0 && gGroup.error.isOk())
-    gGroup.error = Status(result, gThreadLastError);
-  return result;
+  return dropGroupOnFailure(result);
 }
 
 int rawRedOp(const ccRedOp_t* op) {
@@ -783,11 +789,7 @@ ccResult_t ccSend(const void* sendbuff, size_t count, ccDataType_t datatype, int
   ccResult_t result = guarded(keep.get(), [&] {
     return pointToPoint(true, sendbuff, count, rawDataType(&datatype), peer, keep, comm, stream);
   });
-  // A bad operation inside a group drops the whole group at ccGroupEnd, so that no
-  // rank runs half of what it meant to.
-  if (result != ccSuccess && gGroup.depth > 0 && gGroup.error.isOk())
-    gGroup.error = Status(result, gThreadLastError);
-  return result;
+  return dropGroupOnFailure(result);
 }
 
 ccResult_t ccGather(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype,
@@ -797,9 +799,7 @@ ccResult_t ccGather(const void* sendbuff, void* recvbuff, size_t count, ccDataTy
     return rootedExchange(true, sendbuff, recvbuff, count, rawDataType(&datatype), root, keep, comm,
                           stream);
   });
-  if (result != ccSuccess && gGroup.depth > 0 && gGroup.error.isOk())
-    gGroup.error = Status(result, gThreadLastError);
-  return result;
+  return dropGroupOnFailure(result);
 }
 
 ccResult_t ccScatter(const void* sendbuff, void* recvbuff, size_t count, ccDataType_t datatype,
@@ -809,9 +809,7 @@ ccResult_t ccScatter(const void* sendbuff, void* recvbuff, size_t count, ccDataT
     return rootedExchange(false, sendbuff, recvbuff, count, rawDataType(&datatype), root, keep,
                           comm, stream);
   });
-  if (result != ccSuccess && gGroup.depth > 0 && gGroup.error.isOk())
-    gGroup.error = Status(result, gThreadLastError);
-  return result;
+  return dropGroupOnFailure(result);
 }
 
 ccResult_t ccRecv(void* recvbuff, size_t count, ccDataType_t datatype, int peer, ccComm_t comm,
@@ -820,11 +818,7 @@ ccResult_t ccRecv(void* recvbuff, size_t count, ccDataType_t datatype, int peer,
   ccResult_t result = guarded(keep.get(), [&] {
     return pointToPoint(false, recvbuff, count, rawDataType(&datatype), peer, keep, comm, stream);
   });
-  // A bad operation inside a group drops the whole group at ccGroupEnd, so that no
-  // rank runs half of what it meant to.
-  if (result != ccSuccess && gGroup.depth > 0 && gGroup.error.isOk())
-    gGroup.error = Status(result, gThreadLastError);
-  return result;
+  return dropGroupOnFailure(result);
 }
 
 ccResult_t ccGroupStart(void) {
