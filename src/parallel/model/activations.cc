@@ -156,12 +156,22 @@ ActivationArena<T>::ActivationArena(const ParameterLayout& layout, int maxBatch,
       storage_(elementCount(layout, maxBatch, recompute, chunk)) {
   carveArena<T>(layout, chunk, maxBatch, recompute, Carver<T>{storage_.data()}, &blocks_, &input_,
                 &head_);
+  const LayerRange range = layout.chunks()[static_cast<size_t>(chunk)];
+  size_t moeBlocks = 0;
+  for (int layer = range.first; layer < range.end; ++layer)
+    moeBlocks += layout.config().isMoe(layer) ? 1 : 0;
+  moe_.resize(moeBlocks);
+  size_t next = 0;
+  for (int layer = range.first; layer < range.end; ++layer) {
+    if (layout.config().isMoe(layer)) block(layer).moe = &moe_[next++];
+  }
 }
 
 template <typename T>
 void ActivationArena<T>::setBatch(std::span<const int32_t> inputs, std::span<const int32_t> targets,
                                   int batch) {
   batch_ = batch;
+  auxiliaryLoss_ = 0;
   const size_t count = rows();
   inputs_.assign(inputs.begin(),
                  inputs.begin() + static_cast<std::ptrdiff_t>(inputs.empty() ? 0 : count));
@@ -191,6 +201,7 @@ template <typename T>
 Workspace<T>::Workspace(const ParameterLayout& layout, int maxBatch, bool recompute)
     : storage_(elementCount(layout, maxBatch, recompute)) {
   carveWorkspace<T>(layout, maxBatch, recompute, Carver<T>{storage_.data()}, this);
+  block.moe = &moe;
 }
 
 size_t activationElementCount(const ParameterLayout& layout, int maxBatch, int arenas,

@@ -14,6 +14,7 @@
 #include <span>
 #include <vector>
 
+#include "parallel/model/layers/moe.h"
 #include "parallel/model/parameter_layout.h"
 
 namespace cc::parallel {
@@ -23,6 +24,24 @@ namespace cc::parallel {
 // M the rows of the residual stream this rank holds: N, or N / tp under sequence
 // parallelism (the LayerNorms and residuals shard; the regions between a column-parallel
 // and a row-parallel linear see all N rows).
+// What a mixture-of-experts block keeps for backward. Its sizes follow the routing, so it
+// owns its storage. S is the rows this rank sends (its kept (token, choice) pairs), R the
+// rows its experts receive from the EP group (S on one process), E the experts, K the
+// choices, F the expert hidden width.
+template <typename T>
+struct MoeActivations {
+  std::vector<T> probs;  // [N, E]: router probabilities (the logits first)
+  std::vector<T> lse;    // [N]: each row's log-sum-exp
+  std::vector<T> gates;  // [N, K]
+  layers::Routing routing;
+  // [EP size x held experts]: rows each source sends to each of this rank's experts.
+  std::vector<int64_t> received;
+  std::vector<T> expertInput;  // [R, C]: expert-major, then source
+  std::vector<T> fch;          // [R, F]
+  std::vector<T> fchGelu;      // [R, F]
+  std::vector<T> returned;     // [S, C]: each send row's expert output, back at its origin
+};
+
 template <typename T>
 struct BlockActivations {
   T* ln1;        // [M, C]
@@ -38,6 +57,7 @@ struct BlockActivations {
   T* fch;        // [N, F]
   T* fchGelu;    // [N, F]
   T* residual3;  // [M, C]: the block's output
+  MoeActivations<T>* moe = nullptr;  // MoE blocks; fch and fchGelu are then unused
 };
 
 template <typename T>
@@ -96,6 +116,13 @@ class ActivationArena {
   const T* output() const { return blocks_.empty() ? input_ : blocks_.back().residual3; }
   HeadActivations<T>& head() { return head_; }
   const HeadActivations<T>& head() const { return head_; }
+  // The mixture-of-experts blocks' load-balancing and z-losses of this micro-batch's forward
+  // (zero after setBatch), and the scale backward applies to their gradients: the head's
+  // lossScale, which headBackward records (a stage without the head is told by its schedule).
+  double auxiliaryLoss() const { return auxiliaryLoss_; }
+  void addAuxiliaryLoss(double value) { auxiliaryLoss_ += value; }
+  T lossScale() const { return lossScale_; }
+  void setLossScale(T scale) { lossScale_ = scale; }
 
  private:
   int maxBatch_;
@@ -109,7 +136,10 @@ class ActivationArena {
   int batch_ = 0;
   T* input_ = nullptr;
   std::vector<BlockActivations<T>> blocks_;
+  std::vector<MoeActivations<T>> moe_;  // one per MoE block, never resized
   HeadActivations<T> head_{};
+  double auxiliaryLoss_ = 0;
+  T lossScale_ = T(1);
 };
 
 template <typename T>
@@ -139,6 +169,7 @@ class Workspace {
   T* sequenceGradients = nullptr;  // [4C]: a block's LayerNorm gradients over its M rows,
                                    // summed over the TP group (sequence parallelism)
   BlockActivations<T> block{};     // recomputation: one block's activations
+  MoeActivations<T> moe;           // recomputation of an MoE block
 
  private:
   std::vector<T> storage_;

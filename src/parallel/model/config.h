@@ -19,6 +19,25 @@ struct GptConfig {
   // vocab-sharded head splits evenly; the padded logits never enter the loss.
   int vocabMultiple = 64;
 
+  // Mixture of experts (Switch/GShard). experts = 0: every block is dense. Otherwise the
+  // MLP of every moeEvery-th block, counting from block 0 (Megatron's moe_layer_freq: blocks
+  // 0, N, 2N, ...), is `experts` GELU MLPs of expertWidth hidden columns (0: 4C) behind a
+  // router that sends each token to its topK most probable experts.
+  int experts = 0;
+  int topK = 2;
+  int moeEvery = 1;
+  int expertWidth = 0;
+  // Slots per expert and micro-batch: ceil(tokens x topK / experts x capacityFactor); 0 is
+  // dropless (every token reaches every expert it chose).
+  double capacityFactor = 1.25;
+  // The Switch load-balancing loss alpha E sum_i f_i P_i and the router z-loss beta mean
+  // (logsumexp of the logits)^2, both added to the objective per MoE block.
+  double auxLossCoef = 0.01;
+  double zLossCoef = 0.0;
+
+  bool isMoe(int layer) const { return experts > 0 && layer % moeEvery == 0; }
+  int expertHidden() const { return expertWidth > 0 ? expertWidth : 4 * width; }
+  int moeLayers() const;
   int paddedVocab() const { return (vocab + vocabMultiple - 1) / vocabMultiple * vocabMultiple; }
   int headSize() const { return width / heads; }
 

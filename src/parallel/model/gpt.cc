@@ -11,6 +11,7 @@
 #include "parallel/model/layers/gelu.h"
 #include "parallel/model/layers/layernorm.h"
 #include "parallel/model/layers/linear.h"
+#include "parallel/model/layers/moe.h"
 #include "parallel/model/layers/residual.h"
 #include "parallel/model/layers/vocab_parallel.h"
 
@@ -42,7 +43,275 @@ Gpt<T>::Gpt(const ParameterLayout& layout, int maxBatch, size_t bufferElements, 
       parameters_(static_cast<T*>(parameterPages_.data()),
                   std::max(layout_.totalSize(), bufferElements)),
       gradients_(static_cast<T*>(gradientPages_.data()), parameters_.size()),
-      workspace_(layout_, maxBatch, recompute) {}
+      workspace_(layout_, maxBatch, recompute) {
+  resetMoeStatistics();
+}
+
+template <typename T>
+void Gpt<T>::resetMoeStatistics() {
+  moeStatistics_.clear();
+  for (const BlockOffsets& block : layout_.blocks()) {
+    if (!block.moe) continue;
+    MoeStatistics statistics;
+    statistics.layer = block.layer;
+    statistics.routed.assign(static_cast<size_t>(config_.experts), 0);
+    statistics.dropped.assign(static_cast<size_t>(config_.experts), 0);
+    moeStatistics_.push_back(std::move(statistics));
+  }
+}
+
+template <typename T>
+void Gpt<T>::recordMoeStatistics(int layer, const MoeActivations<T>& a, AuxiliaryLosses losses) {
+  for (MoeStatistics& statistics : moeStatistics_) {
+    if (statistics.layer != layer) continue;
+    for (size_t e = 0; e < statistics.routed.size(); ++e) {
+      statistics.routed[e] += a.routing.routed[e];
+      statistics.dropped[e] += a.routing.routed[e] - a.routing.kept[e];
+    }
+    statistics.auxLoss += losses.balance;
+    statistics.zLoss += losses.z;
+    ++statistics.microBatches;
+  }
+}
+
+template <typename T>
+void Gpt<T>::requireDense(int layer, const char* what) const {
+  if (!layout_.block(layer).moe) return;
+  std::fprintf(stderr,
+               "Gpt::%s: block %d is a mixture of experts; the split backward (zero-bubble "
+               "schedules) is for dense blocks only\n",
+               what, layer);
+  std::abort();
+}
+
+template <typename T>
+void Gpt<T>::exchangeMoeRows(const T* send, std::span<const size_t> sendCounts, T* receive,
+                             std::span<const size_t> receiveCounts) {
+  size_t sent = 0, received = 0;
+  for (size_t count : sendCounts) sent += count;
+  for (size_t count : receiveCounts) received += count;
+  if (expertParallel_ == nullptr) {
+    std::copy(send, send + sent, receive);
+    return;
+  }
+  expertParallel_->exchangeRows(std::span<const T>(send, sent), sendCounts,
+                                std::span<T>(receive, received), receiveCounts);
+}
+
+namespace {
+
+// Rows received from the EP group arrive source-major (each source's rows for this rank's
+// experts, expert-major inside); the experts read them expert-major (each expert's rows from
+// every source, in source order). counts[j x held + l]: rows from source j for expert l.
+// Copies rows of `width` from one order into the other.
+template <typename T>
+void reorderRows(T* to, const T* from, std::span<const int64_t> counts, size_t sources,
+                 size_t held, size_t width, bool toExpertMajor) {
+  std::vector<size_t> sourceMajor(sources * held), expertMajor(sources * held);
+  size_t offset = 0;
+  for (size_t j = 0; j < sources; ++j) {
+    for (size_t l = 0; l < held; ++l) {
+      sourceMajor[j * held + l] = offset;
+      offset += static_cast<size_t>(counts[j * held + l]);
+    }
+  }
+  offset = 0;
+  for (size_t l = 0; l < held; ++l) {
+    for (size_t j = 0; j < sources; ++j) {
+      expertMajor[j * held + l] = offset;
+      offset += static_cast<size_t>(counts[j * held + l]);
+    }
+  }
+  for (size_t i = 0; i < sources * held; ++i) {
+    const size_t rows = static_cast<size_t>(counts[i]);
+    const size_t src = toExpertMajor ? sourceMajor[i] : expertMajor[i];
+    const size_t dst = toExpertMajor ? expertMajor[i] : sourceMajor[i];
+    std::copy(from + src * width, from + (src + rows) * width, to + dst * width);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+typename Gpt<T>::AuxiliaryLosses Gpt<T>::moeForward(const MoeOffsets& w, const T* x, size_t rows,
+                                                    MoeActivations<T>& a, T* out) {
+  const int n = static_cast<int>(rows);
+  const size_t c = static_cast<size_t>(config_.width);
+  const int experts = config_.experts;
+  const size_t e = static_cast<size_t>(experts);
+  const int k = config_.topK;
+  const int hidden = config_.expertHidden();
+  const size_t f = static_cast<size_t>(hidden);
+  const size_t held = static_cast<size_t>(layout_.shard().experts);
+  const size_t sources = expertParallel_ != nullptr ? static_cast<size_t>(expertParallel_->size()) : 1;
+  const T* p = parameters_.data();
+  MoeScratch& scratch = moeScratch_;
+  // The router: logits, probabilities, each token's top K and the capacity assignment.
+  a.probs.resize(rows * e);
+  a.lse.resize(rows);
+  a.gates.resize(rows * static_cast<size_t>(k));
+  matmulForward(a.probs.data(), x, p + w.router, n, config_.width, experts);
+  routerSoftmax(a.probs.data(), a.lse.data(), a.probs.data(), rows, e);
+  route(a.routing, a.gates.data(), a.probs.data(), n, experts, k,
+        expertCapacity(n, k, experts, config_.capacityFactor));
+  // Dispatch: the kept rows, expert-major, to the experts' ranks; first how many.
+  const size_t sent = static_cast<size_t>(a.routing.sent());
+  scratch.send.resize(sent * c);
+  for (size_t r = 0; r < sent; ++r) {
+    const T* row = x + static_cast<size_t>(a.routing.rowToken[r]) * c;
+    std::copy(row, row + c, scratch.send.data() + r * c);
+  }
+  a.received.resize(sources * held);
+  if (expertParallel_ == nullptr) {
+    a.received = a.routing.kept;
+  } else {
+    expertParallel_->exchangeCounts(a.routing.kept, a.received);
+  }
+  scratch.sendCounts.assign(sources, 0);
+  scratch.receiveCounts.assign(sources, 0);
+  for (size_t j = 0; j < sources; ++j) {
+    for (size_t l = 0; l < held; ++l) {
+      scratch.sendCounts[j] += static_cast<size_t>(a.routing.kept[j * held + l]) * c;
+      scratch.receiveCounts[j] += static_cast<size_t>(a.received[j * held + l]) * c;
+    }
+  }
+  size_t received = 0;
+  for (size_t count : scratch.receiveCounts) received += count / c;
+  scratch.receive.resize(received * c);
+  exchangeMoeRows(scratch.send.data(), scratch.sendCounts, scratch.receive.data(),
+                  scratch.receiveCounts);
+  a.expertInput.resize(received * c);
+  reorderRows(a.expertInput.data(), scratch.receive.data(), std::span<const int64_t>(a.received),
+              sources, held, c, /*toExpertMajor=*/true);
+  // The experts, each on its rows.
+  a.fch.resize(received * f);
+  a.fchGelu.resize(received * f);
+  scratch.expertOutput.resize(received * c);
+  size_t first = 0;
+  for (size_t l = 0; l < held; ++l) {
+    size_t count = 0;
+    for (size_t j = 0; j < sources; ++j) count += static_cast<size_t>(a.received[j * held + l]);
+    if (count == 0) continue;
+    const MlpOffsets& expert = w.experts[l];
+    const int m = static_cast<int>(count);
+    linearForward(a.fch.data() + first * f, a.expertInput.data() + first * c,
+                  p + expert.fc.weight, p + expert.fc.bias, m, config_.width, hidden);
+    geluForward(a.fchGelu.data() + first * f, a.fch.data() + first * f, count * f);
+    linearForward(scratch.expertOutput.data() + first * c, a.fchGelu.data() + first * f,
+                  p + expert.projection.weight, p + expert.projection.bias, m, hidden,
+                  config_.width);
+    first += count;
+  }
+  // Combine: the outputs back to the rows' origins, then each token's gated sum.
+  reorderRows(scratch.receive.data(), scratch.expertOutput.data(),
+              std::span<const int64_t>(a.received), sources, held, c, /*toExpertMajor=*/false);
+  a.returned.resize(sent * c);
+  exchangeMoeRows(scratch.receive.data(), scratch.receiveCounts, a.returned.data(),
+                  scratch.sendCounts);
+  zero(out, rows * c);
+  for (size_t r = 0; r < sent; ++r) {
+    const size_t t = static_cast<size_t>(a.routing.rowToken[r]);
+    const T gate = a.gates[t * static_cast<size_t>(k) + static_cast<size_t>(a.routing.rowChoice[r])];
+    const T* y = a.returned.data() + r * c;
+    T* o = out + t * c;
+    for (size_t i = 0; i < c; ++i) o[i] += gate * y[i];
+  }
+  return {loadBalancingLoss(a.routing, a.probs.data(), config_.auxLossCoef),
+          routerZLoss(a.lse.data(), rows, config_.zLossCoef)};
+}
+
+template <typename T>
+void Gpt<T>::moeBackward(const MoeOffsets& w, const T* x, size_t rows, const MoeActivations<T>& a,
+                         const T* dout, T* dx, T lossScale) {
+  const int n = static_cast<int>(rows);
+  const size_t c = static_cast<size_t>(config_.width);
+  const int experts = config_.experts;
+  const size_t e = static_cast<size_t>(experts);
+  const size_t k = static_cast<size_t>(config_.topK);
+  const int hidden = config_.expertHidden();
+  const size_t f = static_cast<size_t>(hidden);
+  const size_t held = static_cast<size_t>(layout_.shard().experts);
+  const size_t sources = expertParallel_ != nullptr ? static_cast<size_t>(expertParallel_->size()) : 1;
+  const T* p = parameters_.data();
+  T* g = gradients_.data();
+  MoeScratch& scratch = moeScratch_;
+  // The counts of forward, turned around for the return trip.
+  scratch.sendCounts.assign(sources, 0);
+  scratch.receiveCounts.assign(sources, 0);
+  for (size_t j = 0; j < sources; ++j) {
+    for (size_t l = 0; l < held; ++l) {
+      scratch.sendCounts[j] += static_cast<size_t>(a.routing.kept[j * held + l]) * c;
+      scratch.receiveCounts[j] += static_cast<size_t>(a.received[j * held + l]) * c;
+    }
+  }
+  const size_t sent = static_cast<size_t>(a.routing.sent());
+  const size_t received = a.expertInput.size() / c;
+  // d(each sent row's expert output) = gate x dout of its token; d(gate) = dout . output.
+  std::vector<T>& dgates = scratch.router;
+  dgates.assign(rows * k + 2 * e, T(0));
+  scratch.send.resize(sent * c);
+  for (size_t r = 0; r < sent; ++r) {
+    const size_t t = static_cast<size_t>(a.routing.rowToken[r]);
+    const size_t choice = t * k + static_cast<size_t>(a.routing.rowChoice[r]);
+    const T gate = a.gates[choice];
+    const T* dy = dout + t * c;
+    const T* y = a.returned.data() + r * c;
+    T* d = scratch.send.data() + r * c;
+    T dot = 0;
+    for (size_t i = 0; i < c; ++i) {
+      d[i] = gate * dy[i];
+      dot += dy[i] * y[i];
+    }
+    dgates[choice] = dot;
+  }
+  scratch.receive.resize(received * c);
+  exchangeMoeRows(scratch.send.data(), scratch.sendCounts, scratch.receive.data(),
+                  scratch.receiveCounts);
+  scratch.gradient.resize(received * c);  // d(expert output), expert-major
+  reorderRows(scratch.gradient.data(), scratch.receive.data(), std::span<const int64_t>(a.received),
+              sources, held, c, /*toExpertMajor=*/true);
+  scratch.expertOutput.assign(received * c, T(0));  // d(expert input), expert-major
+  scratch.hidden.resize(received * f);
+  scratch.hiddenGelu.resize(received * f);
+  size_t first = 0;
+  for (size_t l = 0; l < held; ++l) {
+    size_t count = 0;
+    for (size_t j = 0; j < sources; ++j) count += static_cast<size_t>(a.received[j * held + l]);
+    if (count == 0) continue;
+    const MlpOffsets& expert = w.experts[l];
+    const int m = static_cast<int>(count);
+    T* dh = scratch.hiddenGelu.data() + first * f;
+    T* dfch = scratch.hidden.data() + first * f;
+    zero(dh, count * f);
+    linearBackward(dh, g + expert.projection.weight, g + expert.projection.bias,
+                   scratch.gradient.data() + first * c, a.fchGelu.data() + first * f,
+                   p + expert.projection.weight, m, hidden, config_.width);
+    zero(dfch, count * f);
+    geluBackward(dfch, a.fch.data() + first * f, dh, count * f);
+    linearBackward(scratch.expertOutput.data() + first * c, g + expert.fc.weight,
+                   g + expert.fc.bias, dfch, a.expertInput.data() + first * c, p + expert.fc.weight,
+                   m, config_.width, hidden);
+    first += count;
+  }
+  // d(expert input) back to the rows' origins, added to their tokens.
+  reorderRows(scratch.receive.data(), scratch.expertOutput.data(),
+              std::span<const int64_t>(a.received), sources, held, c, /*toExpertMajor=*/false);
+  exchangeMoeRows(scratch.receive.data(), scratch.receiveCounts, scratch.send.data(),
+                  scratch.sendCounts);
+  zero(dx, rows * c);
+  for (size_t r = 0; r < sent; ++r) {
+    const T* d = scratch.send.data() + r * c;
+    T* to = dx + static_cast<size_t>(a.routing.rowToken[r]) * c;
+    for (size_t i = 0; i < c; ++i) to[i] += d[i];
+  }
+  // The router: through the gates and the softmax (with the auxiliary losses), then the linear.
+  scratch.logits.resize(rows * e);
+  routerBackward(scratch.logits.data(), dgates.data(), a.gates.data(), a.probs.data(),
+                 a.lse.data(), a.routing, config_.auxLossCoef, config_.zLossCoef, lossScale,
+                 dgates.data() + rows * k);
+  matmulBackward(dx, g + w.router, scratch.logits.data(), x, p + w.router, n, config_.width,
+                 experts);
+}
 
 template <typename T>
 bool Gpt<T>::split() const {
@@ -171,6 +440,10 @@ void Gpt<T>::blockForward(int layer, ActivationArena<T>& arena) {
     a.residual3 = output;
   }
   computeBlock(layer, arena, a);
+  if (a.moe != nullptr) {
+    recordMoeStatistics(layer, *a.moe, moeLosses_);
+    arena.addAuxiliaryLoss(moeLosses_.balance + moeLosses_.z);
+  }
   if (observer_ != nullptr) observer_->afterBlockForward(layer);
 }
 
@@ -196,6 +469,12 @@ void Gpt<T>::computeBlock(int layer, const ActivationArena<T>& arena, BlockActiv
   residualForward(a.residual2, residual, attention, m * c);
   layerNormForward(a.ln2, a.ln2Mean, a.ln2Rstd, a.residual2, p + w.ln2.weight, p + w.ln2.bias, m,
                    c);
+  if (w.moe) {
+    // MoE blocks are never TP shards (validatePart): M = N.
+    moeLosses_ = moeForward(w.moeMlp, a.ln2, arena.rows(), *a.moe, workspace_.projection);
+    residualForward(a.residual3, a.residual2, workspace_.projection, m * c);
+    return;
+  }
   linearForward(a.fch, gatherRows(a.ln2, arena), p + w.mlp.fc.weight, p + w.mlp.fc.bias, rows,
                 width, shard.hidden);
   geluForward(a.fchGelu, a.fch, arena.rows() * static_cast<size_t>(shard.hidden));
@@ -248,6 +527,7 @@ void Gpt<T>::headBackward(ActivationArena<T>& arena, T* dhidden, T lossScale) {
   T* g = gradients_.data();
   const HeadActivations<T>& h = arena.head();
   Workspace<T>& d = workspace_;
+  arena.setLossScale(lossScale);
   zero(d.dlogits, n * columns);
   const T scale = lossScale / static_cast<T>(n);
   if (!split()) {
@@ -301,15 +581,19 @@ void Gpt<T>::blockBackward(int layer, ActivationArena<T>& arena, T* dhidden) {
   // dhidden is d(residual3); the residual add passes it unchanged to the MLP branch and to
   // residual2, so it is used in place for both. Under SP the linears read it gathered to
   // all N rows, and the input each column-parallel linear saved sharded, re-gathered.
-  zero(d.dfchGelu, n * hidden);
-  linearBackward(d.dfchGelu, g + w.mlp.projection.weight, g + w.mlp.projection.bias,
-                 gatherRows(dhidden, arena), a.fchGelu, p + w.mlp.projection.weight, rows,
-                 shard.hidden, width);
-  zero(d.dfch, n * hidden);
-  geluBackward(d.dfch, a.fch, d.dfchGelu, n * hidden);
-  zero(d.dln, n * c);
-  linearBackward(d.dln, g + w.mlp.fc.weight, g + w.mlp.fc.bias, d.dfch, gatherRows(a.ln2, arena),
-                 p + w.mlp.fc.weight, rows, width, shard.hidden);
+  if (w.moe) {
+    moeBackward(w.moeMlp, a.ln2, n, *a.moe, dhidden, d.dln, arena.lossScale());
+  } else {
+    zero(d.dfchGelu, n * hidden);
+    linearBackward(d.dfchGelu, g + w.mlp.projection.weight, g + w.mlp.projection.bias,
+                   gatherRows(dhidden, arena), a.fchGelu, p + w.mlp.projection.weight, rows,
+                   shard.hidden, width);
+    zero(d.dfch, n * hidden);
+    geluBackward(d.dfch, a.fch, d.dfchGelu, n * hidden);
+    zero(d.dln, n * c);
+    linearBackward(d.dln, g + w.mlp.fc.weight, g + w.mlp.fc.bias, d.dfch,
+                   gatherRows(a.ln2, arena), p + w.mlp.fc.weight, rows, width, shard.hidden);
+  }
   const T* dln = sumPartials(d.dln, arena, /*forward=*/false);
   layerNormBackward(dhidden, dln2.weight, dln2.bias, dln, a.residual2, p + w.ln2.weight, a.ln2Mean,
                     a.ln2Rstd, m, c, d.layerNorm);
@@ -376,6 +660,7 @@ void Gpt<T>::headBackwardInput(ActivationArena<T>& arena, T* dhidden, T lossScal
   const T* p = parameters_.data();
   const HeadActivations<T>& h = arena.head();
   Workspace<T>& d = workspace_;
+  arena.setLossScale(lossScale);
   zero(dlogits, n * columns);
   const T scale = lossScale / static_cast<T>(n);
   if (!split()) {
@@ -465,6 +750,7 @@ void Gpt<T>::blockBackwardInput(int layer, ActivationArena<T>& arena, T* dhidden
   const T* p = parameters_.data();
   Workspace<T>& d = workspace_;
   const BlockOffsets& w = layout_.block(layer);
+  requireDense(layer, "blockBackwardInput");
   const BlockStash<T> s = blockStash(blockStashBase(layer, stash, n), n, m, c, shard);
   if (observer_ != nullptr) observer_->beforeBlockBackward(layer);
   BlockActivations<T> a = arena.block(layer);
@@ -512,6 +798,7 @@ void Gpt<T>::blockBackwardWeight(int layer, const ActivationArena<T>& arena, con
   const size_t c = static_cast<size_t>(width);
   const ShardDimensions& shard = layout_.shard();
   T* g = gradients_.data();
+  requireDense(layer, "blockBackwardWeight");
   const BlockOffsets& w = layout_.block(layer);
   // Under recomputation the block's forward runs once more: B's rebuild is gone by now.
   BlockActivations<T> a = arena.block(layer);

@@ -22,6 +22,7 @@
 
 #include "parallel/model/activations.h"
 #include "parallel/model/config.h"
+#include "parallel/model/expert_parallel_group.h"
 #include "parallel/model/page_buffer.h"
 #include "parallel/model/parameter_layout.h"
 #include "parallel/model/tensor_parallel_group.h"
@@ -41,6 +42,17 @@ class GptObserver {
   virtual void afterBlockBackward(int /*layer*/) {}
   // Gradients in [offset, end of the padded buffer) get nothing more from this backward.
   virtual void gradientsFinalFrom(size_t /*offset*/) {}
+};
+
+// One mixture-of-experts block's routing, summed over the micro-batches since
+// resetMoeStatistics(): what users watch for load balance and dead experts.
+struct MoeStatistics {
+  int layer = 0;
+  std::vector<int64_t> routed;   // [E]: (token, choice) pairs that chose each expert
+  std::vector<int64_t> dropped;  // [E]: of them, beyond the expert's capacity
+  double auxLoss = 0;            // the load-balancing losses' sum
+  double zLoss = 0;              // the z-losses' sum
+  int microBatches = 0;
 };
 
 template <typename T>
@@ -89,6 +101,14 @@ class Gpt {
   // head (f before it, the loss reduced per row, layers/vocab_parallel.h).
   void setTensorParallel(TensorParallelGroup* group) { tensorParallel_ = group; }
   TensorParallelGroup* tensorParallel() const { return tensorParallel_; }
+  // The EP group of a part that holds some of the experts (epSize > 1; it must outlive its
+  // use). Without it (one process, or EP size 1) every expert is local.
+  void setExpertParallel(ExpertParallelGroup* group) { expertParallel_ = group; }
+
+  // Per MoE block, in layer order: the routing since the last reset (the blocks this part
+  // holds).
+  const std::vector<MoeStatistics>& moeStatistics() const { return moeStatistics_; }
+  void resetMoeStatistics();
 
   // The pieces: forward/backward pairs over one micro-batch's arena (activations.h), which
   // a schedule can run one micro-batch and one stage at a time. Forward reads the arena's
@@ -105,13 +125,14 @@ class Gpt {
   bool recomputes() const { return recompute_; }
   void embeddingForward(ActivationArena<T>& arena);
   void blockForward(int layer, ActivationArena<T>& arena);
-  // The mean cross-entropy over the arena's targets.
+  // The mean cross-entropy over the arena's targets (the MoE blocks' auxiliary losses, also
+  // part of the objective backward differentiates, are the arena's auxiliaryLoss()).
   double headForward(ActivationArena<T>& arena);
   // lossScale: the gradient is lossScale * d(mean loss)/d(...).
   void headBackward(ActivationArena<T>& arena, T* dhidden, T lossScale);
   void blockBackward(int layer, ActivationArena<T>& arena, T* dhidden);
   void embeddingBackward(const ActivationArena<T>& arena, const T* dhidden);
-  // The backward split in two (a zero-bubble pipeline's B and W): B produces d(the piece's
+  // The backward split in two (a zero-bubble pipeline's B and W; dense blocks only): B produces d(the piece's
   // input) and saves in `stash` the gradients each linear and LayerNorm saw at its output;
   // W turns them into the weights' gradients, accumulating them in the same order as the
   // whole backward (bit for bit the same) and telling the observer when they are final.
@@ -140,6 +161,9 @@ class Gpt {
   // tokens (inputs and targets row-major [batch, seq], ids < vocab, which the caller
   // guarantees); returns the mean cross-entropy and keeps what backward needs.
   double forward(std::span<const int32_t> inputs, std::span<const int32_t> targets, int batch);
+  // The MoE blocks' load-balancing and z-losses of the last forward (0 for a dense model):
+  // the objective is forward() + auxiliaryLoss().
+  double auxiliaryLoss() const { return arena_ ? arena_->auxiliaryLoss() : 0.0; }
   // Adds lossScale * d(mean loss)/d(parameters) of the last forward to the gradients.
   void backward(T lossScale = T(1));
 
@@ -189,6 +213,25 @@ class Gpt {
   };
   LayerNormGradient layerNormGradient(const LayerNormOffsets& offsets, int slot);
   void sumLayerNormGradients(std::span<const LayerNormOffsets> norms);
+  // An MoE block's MLP: routes the rows of x [N, C], runs the experts (this rank's, on the
+  // rows every EP rank sends them) and writes the gated sum into out [N, C]; returns the
+  // load-balancing and z-losses.
+  struct AuxiliaryLosses {
+    double balance = 0, z = 0;
+  };
+  AuxiliaryLosses moeForward(const MoeOffsets& w, const T* x, size_t rows, MoeActivations<T>& a,
+                             T* out);
+  // Its backward: dx [N, C] (overwritten) from dout [N, C], accumulating the router's and the
+  // experts' gradients; the auxiliary losses' gradients scaled by lossScale.
+  void moeBackward(const MoeOffsets& w, const T* x, size_t rows, const MoeActivations<T>& a,
+                   const T* dout, T* dx, T lossScale);
+  // The exchanges of moeForward/moeBackward: rows to the experts' ranks and back (a copy on
+  // one process).
+  void exchangeMoeRows(const T* send, std::span<const size_t> sendRows, T* receive,
+                       std::span<const size_t> receiveRows);
+  void recordMoeStatistics(int layer, const MoeActivations<T>& a, AuxiliaryLosses losses);
+  // Aborts for an MoE block: the split backward is for dense blocks.
+  void requireDense(int layer, const char* what) const;
 
   GptConfig config_;
   ParameterLayout layout_;
@@ -200,6 +243,14 @@ class Gpt {
   std::span<T> gradients_;
   GptObserver* observer_ = nullptr;
   TensorParallelGroup* tensorParallel_ = nullptr;
+  ExpertParallelGroup* expertParallel_ = nullptr;
+  std::vector<MoeStatistics> moeStatistics_;
+  AuxiliaryLosses moeLosses_;  // the last MoE block computeBlock ran
+  // moeForward/moeBackward's scratch (sizes follow the routing).
+  struct MoeScratch {
+    std::vector<T> send, receive, expertOutput, gradient, hidden, hiddenGelu, logits, router;
+    std::vector<size_t> sendCounts, receiveCounts;
+  } moeScratch_;
   Workspace<T> workspace_;
   // forward()'s own arena, made on its first call (a pipeline stage never calls it).
   std::unique_ptr<ActivationArena<T>> arena_;

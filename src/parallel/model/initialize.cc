@@ -24,7 +24,7 @@ void initializeFull(std::span<float> values, const TensorSlice& tensor, const Gp
     std::fill(values.begin(), values.end(), 1.0f);
   } else {
     const bool residualProjection =
-        name.ends_with("attn.c_proj.weight") || name.ends_with("mlp.c_proj.weight");
+        name.ends_with("c_proj.weight");  // attn, mlp and every expert's
     const double std = residualProjection ? residualStd : kStd;
     Rng rng(mixSeed(seed, tensor.fullIndex + 1));
     for (float& value : values) value = static_cast<float>(std * rng.normal());

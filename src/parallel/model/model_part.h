@@ -30,6 +30,10 @@ struct ModelPart {
   // Sequence parallelism (Korthikanti et al. 2022): the LayerNorms, residual adds and the
   // hidden state between blocks hold N / tpSize of the N = batch x seq token rows.
   bool sequenceParallel = false;
+  // Expert parallelism: the experts of every MoE block are split over epSize ranks, rank r
+  // holding experts [r E / epSize, (r + 1) E / epSize); everything else is whole.
+  int epSize = 1;
+  int epRank = 0;
   // An interleaved pipeline's model chunks (Megatron's virtual stages): the ranges of
   // blocks this part holds, ascending with gaps between them, the first starting at
   // firstLayer and the last ending at endLayer. Empty: one chunk, [firstLayer, endLayer).
@@ -45,14 +49,15 @@ struct ModelPart {
   bool hasEmbeddings() const { return firstLayer == 0; }
   bool hasHead(const GptConfig& config) const { return endLayer == config.layers; }
   bool isWhole(const GptConfig& config) const {
-    return hasEmbeddings() && hasHead(config) && tpSize == 1 && chunks.size() <= 1;
+    return hasEmbeddings() && hasHead(config) && tpSize == 1 && epSize == 1 && chunks.size() <= 1;
   }
 };
 
 // A non-empty layer range inside the model (chunks: each non-empty, ascending, apart, and
 // spanning [firstLayer, endLayer)), a TP rank inside [0, tpSize), tpSize dividing
 // the heads and the padded vocabulary, and sequence parallelism only with tpSize > 1
-// dividing the sequence length; the message names what is wrong.
+// dividing the sequence length, an EP size dividing the experts (and MoE blocks not
+// tensor-parallel); the message names what is wrong.
 Status validatePart(const GptConfig& config, const ModelPart& part);
 
 }  // namespace cc::parallel

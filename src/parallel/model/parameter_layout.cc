@@ -52,6 +52,23 @@ Status validatePart(const GptConfig& config, const ModelPart& part) {
                            " does not divide the padded vocabulary " +
                            std::to_string(config.paddedVocab()));
   }
+  if (part.epSize < 1 || part.epRank < 0 || part.epRank >= part.epSize) {
+    return invalidArgument("model part: expert-parallel rank " + std::to_string(part.epRank) +
+                           " of " + std::to_string(part.epSize) + " is out of range");
+  }
+  if (part.epSize > 1 && config.experts == 0) {
+    return invalidArgument("model part: expert parallelism (ep " + std::to_string(part.epSize) +
+                           ") needs a mixture-of-experts model (--experts)");
+  }
+  if (config.experts > 0 && config.experts % part.epSize != 0) {
+    return invalidArgument("model part: expert-parallel size " + std::to_string(part.epSize) +
+                           " does not divide the experts " + std::to_string(config.experts));
+  }
+  if (config.experts > 0 && part.tpSize > 1) {
+    return invalidArgument(
+        "model part: mixture-of-experts blocks with tensor parallelism are not built (the "
+        "experts and the router are not TP-sharded); use --tp 1 with --experts");
+  }
   if (part.sequenceParallel && part.tpSize == 1) {
     return invalidArgument(
         "model part: sequence parallelism needs a tensor-parallel size above 1 (it shards the "
@@ -78,6 +95,8 @@ ParameterLayout::ParameterLayout(const GptConfig& config, const ModelPart& part)
   shard_.hidden = 4 * config.width / part.tpSize;
   shard_.vocab = config.paddedVocab() / part.tpSize;
   shard_.firstToken = part.tpRank * shard_.vocab;
+  shard_.experts = config.experts / part.epSize;
+  shard_.firstExpert = part.epRank * shard_.experts;
   if (hasEmbeddings()) {
     wte_ = add("wte.weight", {vocab, width}, true, SplitAxis::kRows);
     wpe_ = add("wpe.weight", {seq, width}, true);
@@ -128,8 +147,28 @@ BlockOffsets ParameterLayout::addBlock(int layer) {
   block.attention.qkv = addLinear(prefix + "attn.c_attn", width, 3 * width, SplitAxis::kColumns, 3);
   block.attention.projection = addLinear(prefix + "attn.c_proj", width, width, SplitAxis::kRows);
   block.ln2 = addLayerNorm(prefix + "ln_2");
-  block.mlp.fc = addLinear(prefix + "mlp.c_fc", width, hidden, SplitAxis::kColumns);
-  block.mlp.projection = addLinear(prefix + "mlp.c_proj", hidden, width, SplitAxis::kRows);
+  if (config_.isMoe(layer)) {
+    block.moe = true;
+    MoeOffsets& moe = block.moeMlp;
+    moe.router = add(prefix + "moe.router.weight",
+                     {width, static_cast<size_t>(config_.experts)}, true);
+    moe.firstExpert = shard_.firstExpert;
+    moe.expertsBegin = totalSize_;
+    const size_t expertHidden = static_cast<size_t>(config_.expertHidden());
+    for (int e = shard_.firstExpert; e < shard_.firstExpert + shard_.experts; ++e) {
+      const std::string expert = prefix + "moe.experts." + std::to_string(e) + ".";
+      const size_t first = tensors_.size();
+      MlpOffsets mlp;
+      mlp.fc = addLinear(expert + "c_fc", width, expertHidden, SplitAxis::kNone);
+      mlp.projection = addLinear(expert + "c_proj", expertHidden, width, SplitAxis::kNone);
+      for (size_t t = first; t < tensors_.size(); ++t) tensors_[t].expert = e;
+      moe.experts.push_back(mlp);
+    }
+    moe.expertsEnd = totalSize_;
+  } else {
+    block.mlp.fc = addLinear(prefix + "mlp.c_fc", width, hidden, SplitAxis::kColumns);
+    block.mlp.projection = addLinear(prefix + "mlp.c_proj", hidden, width, SplitAxis::kRows);
+  }
   block.end = totalSize_;
   return block;
 }

@@ -50,6 +50,9 @@ struct TensorSlice {
   // the same values, and the same gradient once the pipeline has summed them, so a norm
   // counts it once, on the first stage.
   bool tiedCopy = false;
+  // The expert it belongs to (an MoE block's experts), or -1. An expert's gradient is summed
+  // over the ranks holding that expert, not over all of data parallelism.
+  int expert = -1;
 };
 
 struct LayerNormOffsets {
@@ -72,6 +75,17 @@ struct MlpOffsets {
   LinearOffsets fc, projection;
 };
 
+// A mixture-of-experts MLP (config.h): the router [C, E] (no bias), then the experts this
+// part holds, each an MlpOffsets of expertHidden columns, named h.{i}.moe.experts.{e}.*.
+struct MoeOffsets {
+  size_t router = 0;
+  int firstExpert = 0;              // the first expert held (EP rank x E / epSize)
+  std::vector<MlpOffsets> experts;  // experts [firstExpert, firstExpert + size)
+  // The slice of the buffer the held experts fill, [expertsBegin, expertsEnd).
+  size_t expertsBegin = 0;
+  size_t expertsEnd = 0;
+};
+
 // Offsets of one block's tensors, from the start of the whole buffer.
 struct BlockOffsets {
   int layer = 0;     // in the whole model
@@ -80,7 +94,9 @@ struct BlockOffsets {
   LayerNormOffsets ln1;
   AttentionOffsets attention;
   LayerNormOffsets ln2;
-  MlpOffsets mlp;
+  MlpOffsets mlp;  // dense blocks
+  bool moe = false;
+  MoeOffsets moeMlp;  // MoE blocks (config.isMoe(layer))
 };
 
 // The sizes a rank's shard of a block computes with.
@@ -90,6 +106,8 @@ struct ShardDimensions {
   int hidden = 0;      // MLP hidden columns (4 C / tp)
   int vocab = 0;       // rows of the padded token embedding (columns of the logits): Vp / tp
   int firstToken = 0;  // the first of them: tpRank x vocab
+  int experts = 0;     // experts held per MoE block: E / epSize
+  int firstExpert = 0;
 };
 
 class ParameterLayout {
