@@ -131,13 +131,15 @@ TEST_F(CcTrainCli, BadConfigFilesAreClearErrorsNamingTheKey) {
   struct Case {
     std::string text, message;
   } cases[] = {
-      {"model: {layer: 2}\n", "unknown key model.layer (model takes heads, layers, seq, vocab"},
+      {"model: {layer: 2}\n", "unknown key model.layer (model takes aux_loss_coef, capacity_factor, expert_width"},
       {"modle: {layers: 2}\n", "unknown key modle (the sections are batch"},
       {"model: [1, 2]\n", "model is not a map"},
       {"model: {layers: [1]}\n", "model.layers is not a single value"},
       {"model: {layers: zero}\n", "model.layers: --layers: \"zero\" is not an integer"},
       {"training: {recompute: maybe}\n", "training.recompute: \"maybe\" is not true or false"},
-      {"parallel_config: {expert_parallel: 2}\n", "expert parallelism is not built yet"},
+      {"parallel_config: {expert_parallel: 2}\n", "--ep 2 needs --experts above 0"},
+      {"model: {experts: 3}\nparallel_config: {data_parallel: 2, expert_parallel: 2}\n",
+       "--ep 2 does not divide --experts 3"},
       {"zero_config: {stage: 4}\n", "zero_config.stage: --zero: 4 is not in [0, 3]"},
       {"a: b: c\n", "yaml-cpp: error at line 1"},
       {"compression_config: {kind: fp17}\n",

@@ -23,7 +23,7 @@ const std::map<std::string, std::map<std::string, KeyMeaning>>& sections() {
         {"tensor_parallel", {"--tp"}},
         {"pipeline_parallel", {"--pp"}},
         {"pipeline_layers", {"--pp-layers"}},
-        {"expert_parallel", {"expert_parallel"}},
+        {"expert_parallel", {"--ep"}},
         {"sequence_parallel", {"--sp", true}},
         {"schedule", {"--schedule"}},
         {"virtual_stages", {"--virtual-stages"}}}},
@@ -36,7 +36,14 @@ const std::map<std::string, std::map<std::string, KeyMeaning>>& sections() {
         {"heads", {"--heads"}},
         {"width", {"--width"}},
         {"vocab", {"--vocab"}},
-        {"seq", {"--seq"}}}},
+        {"seq", {"--seq"}},
+        {"experts", {"--experts"}},
+        {"top_k", {"--top-k"}},
+        {"moe_every", {"--moe-every"}},
+        {"expert_width", {"--expert-width"}},
+        {"capacity_factor", {"--capacity-factor"}},
+        {"aux_loss_coef", {"--aux-loss-coef"}},
+        {"z_loss_coef", {"--z-loss-coef"}}}},
       {"batch", {{"micro_batch_size", {"--batch"}}, {"grad_accum", {"--grad-accum"}}}},
       {"optimizer",
        {{"lr", {"--lr"}},
@@ -112,13 +119,6 @@ Result<std::vector<ConfigFlag>> readConfigFile(const std::string& path) {
         return invalidArgument(where + key + " is not a single value");
       } else {
         value = entry.second.as<std::string>();
-      }
-      if (m.flag == "expert_parallel") {
-        if (value != "1") {
-          return invalidArgument(where + key + " " + value +
-                                 ": expert parallelism is not built yet; only 1 is accepted");
-        }
-        continue;
       }
       if (m.boolean) {
         bool on = false;

@@ -5,7 +5,9 @@
 //                     pipeline_layers: [1, 3], expert_parallel: 1, sequence_parallel: true,
 //                     schedule: 1f1b, virtual_stages: 1}
 //   zero_config: {stage: 1, bucket_mb: 25, overlap: true}
-//   model: {layers: 4, heads: 4, width: 256, vocab: 256, seq: 128}
+//   model: {layers: 4, heads: 4, width: 256, vocab: 256, seq: 128, experts: 0, top_k: 2,
+//           moe_every: 1, expert_width: 1024, capacity_factor: 1.25, aux_loss_coef: 0.01,
+//           z_loss_coef: 0}
 //   batch: {micro_batch_size: 8, grad_accum: 8}
 //   optimizer: {lr: 3e-3, warmup: 20, weight_decay: 0.1, clip: 1.0}
 //   training: {steps: 200, seed: 1337, recompute: false, threads: 1, data: FILE.bin}

@@ -201,7 +201,8 @@ int run(const Options& parsed) {
     (void)ccCommUserRank(world, &worldRank);
     (void)ccCommCount(world, &worldSize);
     auto created = Mesh::create(
-        world, MeshShape{options.dp, options.pp, options.tp, options.ppLayers, train.virtualStages},
+        world, MeshShape{options.dp, options.pp, options.tp, options.ppLayers, train.virtualStages,
+                  options.ep},
         train.model);
     if (!created.isOk()) {
       if (worldSize == 1)
@@ -265,7 +266,18 @@ int run(const Options& parsed) {
     log.open(options.logPath, std::ios::app);
     if (!log) return fail(invalidArgument("--log " + options.logPath + ": cannot open"));
     log.seekp(0, std::ios::end);
-    if (log.tellp() == 0) log << "step,loss,lr,grad_norm,tokens_per_s,eval_loss\n";
+    if (log.tellp() == 0) {
+      log << "step,loss,lr,grad_norm,tokens_per_s,eval_loss";
+      // Per MoE block: tokens per expert (min, max, max/mean) and the pairs dropped over the
+      // step, its load-balancing and z-losses.
+      for (int layer = 0; layer < train.model.layers; ++layer) {
+        if (!train.model.isMoe(layer)) continue;
+        const std::string p = ",moe" + std::to_string(layer) + "_";
+        log << p << "min_tokens" << p << "max_tokens" << p << "imbalance" << p << "dropped" << p
+            << "aux_loss" << p << "z_loss";
+      }
+      log << '\n';
+    }
   }
   const int64_t first = trainer.completedSteps();
   if (first < train.steps && leader) {
@@ -279,6 +291,7 @@ int run(const Options& parsed) {
   // Only rank 0 talks; the others print nothing but errors.
   Progress progress(first, train.steps, leader ? options.printEvery : 1 << 30);
   std::vector<std::pair<int64_t, double>> curve, evalCurve;
+  std::vector<std::vector<std::pair<int64_t, double>>> imbalanceCurves;  // per MoE block
   std::vector<double> rates, waits, sentPerStep, bubbles;
   std::vector<CostModel> stageCosts;  // this stage's measured forward, B and W, per step
   // Bytes this rank sent during a step (cc's traffic counters), to compare with ZeRO's
@@ -303,6 +316,11 @@ int run(const Options& parsed) {
     bubbles.push_back(result.pipelineWaitSeconds / result.seconds);
     if (trainer.pipeline() != nullptr) stageCosts.push_back(trainer.pipeline()->lastCosts());
     curve.emplace_back(result.step, result.loss);
+    if (!result.moe.empty()) {
+      imbalanceCurves.resize(result.moe.size());
+      for (size_t i = 0; i < result.moe.size(); ++i)
+        imbalanceCurves[i].emplace_back(result.step, result.moe[i].imbalance());
+    }
     if (leader) progress.report(result, rate);
     double evalLoss = -1;
     if (options.evalEvery > 0 && result.step % options.evalEvery == 0) {
@@ -318,6 +336,10 @@ int run(const Options& parsed) {
       log << result.step << ',' << result.loss << ',' << result.lr << ',' << result.gradNorm << ','
           << rate << ',';
       if (evalLoss >= 0) log << evalLoss;
+      for (const MoeStepStatistics& moe : result.moe) {
+        log << ',' << moe.minTokens() << ',' << moe.maxTokens() << ',' << moe.imbalance() << ','
+            << moe.totalDropped() << ',' << moe.auxLoss << ',' << moe.zLoss;
+      }
       log << '\n';
     }
     if (!options.savePath.empty() && options.saveEvery > 0 &&
@@ -336,7 +358,7 @@ int run(const Options& parsed) {
                   optimizerPath(options.savePath).c_str());
   }
   if (!options.plotPath.empty() && !curve.empty() && leader) {
-    const Status plotted = writeLossPlot(options.plotPath, curve, evalCurve);
+    const Status plotted = writeLossPlot(options.plotPath, curve, evalCurve, imbalanceCurves);
     if (!plotted.isOk()) return fail(plotted);
   }
   auto median = [](const std::vector<double>& values) {

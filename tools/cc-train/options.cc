@@ -42,6 +42,21 @@ Status parseFloat(const std::string& flag, const std::string& text, float low, f
   return Status::ok();
 }
 
+Status parseDouble(const std::string& flag, const std::string& text, double low, double high,
+                   double* out) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value)) {
+    return invalidArgument(flag + ": \"" + text + "\" is not a number");
+  }
+  if (value < low || value > high) {
+    return invalidArgument(flag + ": " + text + " is not in [" + std::to_string(low) + ", " +
+                           std::to_string(high) + "]");
+  }
+  *out = value;
+  return Status::ok();
+}
+
 }  // namespace
 
 const char* usage() {
@@ -77,6 +92,10 @@ pipeline:  --schedule gpipe|1f1b|interleaved|zb-h1 (1f1b) over --grad-accum micr
            --virtual-stages V (interleaved: V model chunks per stage; --pp-layers then
            lists pp x V virtual stages) --pp-plan FILE.svg (draw the plan with its
            predicted bubble and exit)
+experts:   --experts E (0: dense) --top-k K (2) --moe-every N (1: every block; N: blocks 0, N,
+           2N, ...) --expert-width F (4C) --capacity-factor X (1.25; 0 dropless)
+           --aux-loss-coef X (0.01) --z-loss-coef X (0) --ep N (1; experts split over N
+           of the DP ranks; divides --dp and E; --zero 0, no --pp)
 trace:     --trace PREFIX (as CC_TRACE=PREFIX: each rank writes PREFIX.rank<R>.json, its
            forwards and backwards (F, B, W per micro-batch and chunk) and waits beside cc's
            operations, for Perfetto; needs a communicator, i.e. a launcher or a mesh)
@@ -158,6 +177,19 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
       {"--print-every",
        [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 30, &options.printEvery); }},
       {"--dp", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 16, &options.dp); }},
+      {"--ep", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 16, &options.ep); }},
+      {"--experts", [&](auto& f, auto& v) { return parseInteger(f, v, 0, 1024, &model.experts); }},
+      {"--top-k", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1024, &model.topK); }},
+      {"--moe-every",
+       [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1024, &model.moeEvery); }},
+      {"--expert-width",
+       [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 20, &model.expertWidth); }},
+      {"--capacity-factor",
+       [&](auto& f, auto& v) { return parseDouble(f, v, 0.0, 1024.0, &model.capacityFactor); }},
+      {"--aux-loss-coef",
+       [&](auto& f, auto& v) { return parseDouble(f, v, 0.0, 1e6, &model.auxLossCoef); }},
+      {"--z-loss-coef",
+       [&](auto& f, auto& v) { return parseDouble(f, v, 0.0, 1e6, &model.zLossCoef); }},
       {"--tp", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 16, &options.tp); }},
       {"--pp", [&](auto& f, auto& v) { return parseInteger(f, v, 1, 1 << 16, &options.pp); }},
       {"--pp-layers",
@@ -282,6 +314,32 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
   if (!options.evalPath.empty() && !options.stepsGiven) train.steps = 0;
   if (train.warmup > train.steps) train.warmup = train.steps;
   CC_TRY(model.validate());
+  if (model.experts == 0 &&
+      std::any_of(arguments.begin(), arguments.end(), [](const std::string& argument) {
+        return argument == "--top-k" || argument == "--moe-every" ||
+               argument == "--expert-width" || argument == "--capacity-factor";
+      })) {
+    return invalidArgument(
+        "--top-k, --moe-every, --expert-width and --capacity-factor shape mixture-of-experts "
+        "blocks: they need --experts above 0");
+  }
+  if (options.ep > 1 && model.experts == 0)
+    return invalidArgument("--ep " + std::to_string(options.ep) + " needs --experts above 0");
+  if (options.dp % options.ep != 0) {
+    return invalidArgument("--ep " + std::to_string(options.ep) + " does not divide --dp " +
+                           std::to_string(options.dp) +
+                           " (expert parallelism lives inside data parallelism)");
+  }
+  if (model.experts > 0 && model.experts % options.ep != 0) {
+    return invalidArgument("--ep " + std::to_string(options.ep) + " does not divide --experts " +
+                           std::to_string(model.experts));
+  }
+  if (model.experts > 0 && options.tp > 1) {
+    return invalidArgument(
+        "--experts with --tp " + std::to_string(options.tp) +
+        ": mixture-of-experts blocks are not tensor-parallel (the experts and router are not "
+        "sharded); use --tp 1, and --ep to split the experts");
+  }
   // Interleaved: the layers are cut into pp x V virtual stages.
   const int virtualStages = options.pp * train.virtualStages;
   const std::string stages = train.virtualStages > 1

@@ -28,6 +28,7 @@ struct Options {
   int dp = 1;                 // --dp: data-parallel ranks
   int tp = 1;                 // --tp: tensor-parallel ranks (dp x pp x tp = the launcher's world)
   int pp = 1;                 // --pp: pipeline stages
+  int ep = 1;                 // --ep: expert-parallel ranks inside DP (divides --dp)
   std::vector<int> ppLayers;  // --pp-layers: blocks per stage (empty: an even cut)
   std::string planPath;       // --pp-plan: draw the pipeline plan as an SVG, then exit
   std::string tracePrefix;    // --trace: CC_TRACE for this run's communicators

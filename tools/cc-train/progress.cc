@@ -48,9 +48,16 @@ void Progress::report(const StepResult& result, double tokensPerSecond) {
     return;
   }
   if (result.step % printEvery_ == 0 || done == 1 || result.step == lastStep_) {
-    std::printf("step %lld/%lld loss %.6f lr %.3e grad_norm %.4f tokens_per_s %.0f eta_s %.0f\n",
+    std::printf("step %lld/%lld loss %.6f lr %.3e grad_norm %.4f tokens_per_s %.0f eta_s %.0f",
                 static_cast<long long>(result.step), static_cast<long long>(lastStep_), result.loss,
                 static_cast<double>(result.lr), result.gradNorm, tokensPerSecond, eta);
+    // Per MoE block: tokens per expert min/max, max/mean, pairs dropped, load-balancing loss.
+    for (const MoeStepStatistics& moe : result.moe) {
+      std::printf(" | moe%d tokens %lld-%lld imbalance %.2f dropped %lld aux %.4f", moe.layer,
+                  static_cast<long long>(moe.minTokens()), static_cast<long long>(moe.maxTokens()),
+                  moe.imbalance(), static_cast<long long>(moe.totalDropped()), moe.auxLoss);
+    }
+    std::printf("\n");
     std::fflush(stdout);
   }
 }

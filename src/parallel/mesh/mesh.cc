@@ -54,6 +54,19 @@ Status validateMeshShape(const MeshShape& shape, int worldSize, const GptConfig&
         std::to_string(model.paddedVocab()) + " (vocab " + std::to_string(model.vocab) +
         " padded to a multiple of " + std::to_string(model.vocabMultiple) + ")");
   }
+  if (shape.ep < 1 || shape.dp % shape.ep != 0) {
+    return invalidArgument(text + ": ep " + std::to_string(shape.ep) +
+                           " must be >= 1 and divide dp (expert parallelism lives inside data "
+                           "parallelism)");
+  }
+  if (shape.ep > 1 && model.experts == 0) {
+    return invalidArgument(text + ": ep " + std::to_string(shape.ep) +
+                           " needs a mixture-of-experts model (--experts)");
+  }
+  if (model.experts > 0 && model.experts % shape.ep != 0) {
+    return invalidArgument(text + ": ep " + std::to_string(shape.ep) + " does not divide the " +
+                           std::to_string(model.experts) + " experts");
+  }
   return Status::ok();
 }
 
@@ -78,6 +91,12 @@ Result<std::unique_ptr<Mesh>> Mesh::create(ccComm_t world, const MeshShape& shap
                 "mesh: split pp"));
   CC_TRY(ccCall(ccCommSplit(world, at.dp * shape.pp + at.pp, at.tp, &mesh->tp_), world,
                 "mesh: split tp"));
+  if (shape.ep > 1) {
+    CC_TRY(ccCall(ccCommSplit(mesh->dp_, at.dp / shape.ep, at.dp % shape.ep, &mesh->ep_), world,
+                  "mesh: split ep"));
+    CC_TRY(ccCall(ccCommSplit(mesh->dp_, at.dp % shape.ep, at.dp / shape.ep, &mesh->expertDp_),
+                  world, "mesh: split expert dp"));
+  }
   return mesh;
 }
 
@@ -99,11 +118,13 @@ ModelPart Mesh::modelPart(const GptConfig& model) const {
   ModelPart part = stagePart(model, coordinates_.pp);
   part.tpSize = shape_.tp;
   part.tpRank = coordinates_.tp;
+  part.epSize = shape_.ep;
+  part.epRank = coordinates_.dp % shape_.ep;
   return part;
 }
 
 Mesh::~Mesh() {
-  for (ccComm_t comm : {tp_, pp_, dp_}) {
+  for (ccComm_t comm : {expertDp_, ep_, tp_, pp_, dp_}) {
     if (comm != nullptr) (void)ccCommDestroy(comm);
   }
 }

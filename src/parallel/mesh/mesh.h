@@ -28,6 +28,9 @@ struct MeshShape {
   // them; empty: equal virtual stages.
   std::vector<int> stageLayers;
   int chunks = 1;  // model chunks per pipeline stage (--virtual-stages)
+  // Expert parallelism inside DP: consecutive groups of ep DP ranks split each MoE block's
+  // experts (DP rank d holds the experts of EP rank d % ep); ep divides dp and the experts.
+  int ep = 1;
   int size() const { return dp * pp * tp; }
 };
 
@@ -38,7 +41,8 @@ struct MeshCoordinates {
 // Refuses a shape that cannot run: a dimension below 1, a product that is not the world
 // size, pp x chunks not dividing the layers (or a cut that is not pp x chunks virtual
 // stages of at least one block adding up to them), chunks above 1 without pp above 1, tp not
-// dividing the heads or the padded vocabulary. The message says which.
+// dividing the heads or the padded vocabulary, ep not dividing dp or the
+// experts (or above 1 for a dense model). The message says which.
 Status validateMeshShape(const MeshShape& shape, int worldSize, const GptConfig& model);
 
 class Mesh {
@@ -57,6 +61,11 @@ class Mesh {
   ccComm_t dp() const { return dp_; }
   ccComm_t pp() const { return pp_; }
   ccComm_t tp() const { return tp_; }
+  // ep > 1: the EP group (the ep consecutive DP ranks this rank's experts are split with) and
+  // the expert-data-parallel group (the DP ranks holding the same experts, dp / ep of them,
+  // over which those experts' gradients are reduced); null otherwise.
+  ccComm_t ep() const { return ep_; }
+  ccComm_t expertDp() const { return expertDp_; }
   // This rank's part of the model: its pipeline stage's chunks, and its TP shard.
   ModelPart modelPart(const GptConfig& model) const;
   // The part pipeline stage `stage` holds, unsharded (its chunks in ascending order).
@@ -71,7 +80,7 @@ class Mesh {
   MeshCoordinates coordinates_;
   int worldRank_ = 0;
   ccComm_t world_ = nullptr;
-  ccComm_t dp_ = nullptr, pp_ = nullptr, tp_ = nullptr;
+  ccComm_t dp_ = nullptr, pp_ = nullptr, tp_ = nullptr, ep_ = nullptr, expertDp_ = nullptr;
 };
 
 }  // namespace cc::parallel

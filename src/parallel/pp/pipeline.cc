@@ -288,6 +288,7 @@ Result<double> PipelineStage::runStep(const StepHooks& hooks, float lossScale) {
       CC_TRY(embeds ? waitForSends(slot) : waitForTransfers());
       hooks.fill(action.microBatch, inputs, targets);
       arena.setBatch(inputs, targets, rows_);
+      arena.setLossScale(lossScale);  // the MoE blocks' auxiliary losses, on every stage
       if (embeds) model_.embeddingForward(arena);
       for (int layer = layers.first; layer < layers.end; ++layer) model_.blockForward(layer, arena);
       if (heads) lossSum += model_.headForward(arena);

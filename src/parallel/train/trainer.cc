@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "parallel/checkpoint/checkpoint.h"
+#include "parallel/ep/expert_gradients.h"
 #include "parallel/mesh/cc_call.h"
 #include "parallel/model/initialize.h"
 #include "parallel/model/tensor_split.h"
@@ -85,6 +86,31 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
               "or 1 with --pp");
           return nullptr;
         }
+        if (options.model.experts > 0 && mesh->shape().pp > 1 &&
+            options.schedule == ScheduleKind::kZeroBubbleH1) {
+          status_ = invalidArgument(
+              "trainer: the zero-bubble schedule splits each block's backward in two, which "
+              "mixture-of-experts blocks do not (their backward is one exchange with the "
+              "experts); use --schedule 1f1b, gpipe or interleaved with --experts");
+          return nullptr;
+        }
+        const int ep = mesh->shape().ep;
+        if (ep > 1 && (options.parallel.zeroStage != 0 ||
+                       options.compression.kind != Compression::kNone || options.oneBitAdam ||
+                       options.localSgdSteps > 0)) {
+          status_ = invalidArgument(
+              "trainer: --ep " + std::to_string(ep) +
+              " reduces each expert's gradients over the ranks that hold it, beside the dense "
+              "average: not built with ZeRO, --compress, --local-sgd or onebit-adam; use --zero 0 "
+              "and plain gradients with --ep");
+          return nullptr;
+        }
+        if (ep > 1 && mesh->shape().pp > 1) {
+          status_ = invalidArgument(
+              "trainer: --ep with --pp is not built (each stage would need its own EP group per "
+              "MoE block); use --pp 1 with --ep, or --ep 1 with --pp");
+          return nullptr;
+        }
         if (mesh->shape().tp > 1 || options.sequenceParallel) {
           status_ = validatePart(options.model, partOf(options, *mesh));
           if (!status_.isOk()) return nullptr;
@@ -95,6 +121,17 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
           }
           tensorParallel_ = std::move(group).value();
           model_.setTensorParallel(tensorParallel_.get());
+        }
+        if (ep > 1) {
+          status_ = validatePart(options.model, partOf(options, *mesh));
+          if (!status_.isOk()) return nullptr;
+          auto group = ExpertParallelComm::create(mesh->ep());
+          if (!group.isOk()) {
+            status_ = group.status();
+            return nullptr;
+          }
+          expertParallel_ = std::move(group).value();
+          model_.setExpertParallel(expertParallel_.get());
         }
         // PowerSGD compresses whole matrices: its buckets are runs of whole tensors.
         DataParallelOptions parallel = options.parallel;
@@ -112,6 +149,13 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
           reducer = std::make_unique<LocalReducer>(0, "local SGD: parameters averaged every " +
                                                           std::to_string(options.localSgdSteps) +
                                                           " steps");
+        }
+        if (ep > 1) {
+          std::vector<std::pair<size_t, size_t>> experts;
+          for (const BlockOffsets& block : model_.layout().blocks()) {
+            if (block.moe) experts.emplace_back(block.moeMlp.expertsBegin, block.moeMlp.expertsEnd);
+          }
+          reducer = std::make_unique<ExpertGradientReducer>(std::move(experts), mesh->expertDp(), ep);
         }
         if (options.oneBitAdam) {
           reducer = std::make_unique<LocalReducer>(
@@ -191,6 +235,7 @@ Status Trainer::runStep(StepResult& result) {
   } else {
     model_.zeroGradients();
   }
+  model_.resetMoeStatistics();
   double lossSum = 0;
   const float microScale = 1.0f / static_cast<float>(options_.gradAccum);
   if (pipeline_) {
@@ -202,7 +247,7 @@ Status Trainer::runStep(StepResult& result) {
     };
     hooks.beginBackward = [&](bool communicates) { return dp->beginMicroBatch(communicates); };
     hooks.endBackward = [&] { return dp->endMicroBatch(); };
-    hooks.afterCompute = [&] { return tensorParallelStatus(); };
+    hooks.afterCompute = [&] { return groupStatus(); };
     CC_ASSIGN_OR_RETURN(lossSum, pipeline_->runStep(hooks, microScale));
     // The loss is the last stage's; every stage learns it.
     CC_TRY(ccCall(ccAllReduce(&lossSum, &lossSum, 1, ccFloat64, ccSum, mesh_->pp(), nullptr),
@@ -222,7 +267,7 @@ Status Trainer::runStep(StepResult& result) {
     }
     model_.backward(microScale);
     if (traced != nullptr) (void)ccTraceRangePop(traced);
-    CC_TRY(tensorParallelStatus());
+    CC_TRY(groupStatus());
     if (dp != nullptr) CC_TRY(dp->endMicroBatch());
   }
   CC_ASSIGN_OR_RETURN(result.gradNorm, finishGradients());
@@ -231,6 +276,9 @@ Status Trainer::runStep(StepResult& result) {
     result.gradientWaitSeconds = dp->gradientWaitSeconds();
     if (pipeline_) result.pipelineWaitSeconds = pipeline_->lastWaitSeconds();
     CC_ASSIGN_OR_RETURN(result.loss, dp->average(result.loss));
+  }
+  if (options_.model.experts > 0) {
+    CC_ASSIGN_OR_RETURN(result.moe, moeStatistics());
   }
   result.lr = schedule_.at(stepIndex);
   CC_TRY(update(result.lr, clipScale(result.gradNorm, options_.clip)));
@@ -248,9 +296,97 @@ Status Trainer::tensorParallelStatus() const {
   return tensorParallel_ ? tensorParallel_->status() : Status::ok();
 }
 
+Status Trainer::groupStatus() const {
+  CC_TRY(tensorParallelStatus());
+  return expertParallel_ ? expertParallel_->status() : Status::ok();
+}
+
+int64_t MoeStepStatistics::minTokens() const {
+  return tokens.empty() ? 0 : *std::min_element(tokens.begin(), tokens.end());
+}
+
+int64_t MoeStepStatistics::maxTokens() const {
+  return tokens.empty() ? 0 : *std::max_element(tokens.begin(), tokens.end());
+}
+
+double MoeStepStatistics::imbalance() const {
+  int64_t total = 0;
+  for (int64_t count : tokens) total += count;
+  if (total == 0) return 0;
+  return static_cast<double>(maxTokens()) * static_cast<double>(tokens.size()) /
+         static_cast<double>(total);
+}
+
+int64_t MoeStepStatistics::totalDropped() const {
+  int64_t total = 0;
+  for (int64_t count : dropped) total += count;
+  return total;
+}
+
+Result<std::vector<MoeStepStatistics>> Trainer::moeStatistics() {
+  const GptConfig& config = options_.model;
+  const size_t experts = static_cast<size_t>(config.experts);
+  // Per MoE block of the whole model: tokens [E], dropped [E], aux, z, micro-batches; a
+  // pipeline stage fills its own blocks, and the sum over the world adds the DP ranks (and
+  // the stages' disjoint blocks). Counts stay exact in doubles far beyond any run's.
+  const size_t stride = 2 * experts + 3;
+  std::vector<int> layers;
+  for (int layer = 0; layer < config.layers; ++layer) {
+    if (config.isMoe(layer)) layers.push_back(layer);
+  }
+  std::vector<double> sums(layers.size() * stride, 0.0);
+  for (const MoeStatistics& block : model_.moeStatistics()) {
+    const size_t index = static_cast<size_t>(
+        std::find(layers.begin(), layers.end(), block.layer) - layers.begin());
+    double* at = sums.data() + index * stride;
+    for (size_t e = 0; e < experts; ++e) {
+      at[e] = static_cast<double>(block.routed[e]);
+      at[experts + e] = static_cast<double>(block.dropped[e]);
+    }
+    at[2 * experts] = block.auxLoss;
+    at[2 * experts + 1] = block.zLoss;
+    at[2 * experts + 2] = block.microBatches;
+  }
+  if (mesh_ != nullptr) {
+    CC_TRY(ccCall(ccAllReduce(sums.data(), sums.data(), sums.size(), ccFloat64, ccSum,
+                              mesh_->world(), nullptr),
+                  mesh_->world(), "moe: all-reduce of the routing statistics"));
+  }
+  std::vector<MoeStepStatistics> result(layers.size());
+  for (size_t index = 0; index < layers.size(); ++index) {
+    const double* at = sums.data() + index * stride;
+    MoeStepStatistics& out = result[index];
+    out.layer = layers[index];
+    for (size_t e = 0; e < experts; ++e) {
+      out.tokens.push_back(static_cast<int64_t>(at[e]));
+      out.dropped.push_back(static_cast<int64_t>(at[experts + e]));
+    }
+    const double microBatches = std::max(1.0, at[2 * experts + 2]);
+    out.auxLoss = at[2 * experts] / microBatches;
+    out.zLoss = at[2 * experts + 1] / microBatches;
+  }
+  return result;
+}
+
 Result<double> Trainer::finishGradients() {
   if (!dataParallel_) return globalNorm(model_.gradients());
   CC_ASSIGN_OR_RETURN(double norm, dataParallel_->finishGradients());
+  if (expertParallel_) {
+    // Each EP rank holds its experts' averaged gradients: their squares add over the EP
+    // group, the dense squares count once.
+    const std::span<const float> g = model_.gradients();
+    double dense = 0, experts = 0;
+    for (const TensorSlice& tensor : model_.layout().tensors()) {
+      double squares = 0;
+      for (float value : g.subspan(tensor.offset, tensor.size))
+        squares += static_cast<double>(value) * value;
+      (tensor.expert >= 0 ? experts : dense) += squares;
+    }
+    CC_TRY(ccCall(ccAllReduce(&experts, &experts, 1, ccFloat64, ccSum, expertParallel_->comm(),
+                              nullptr),
+                  expertParallel_->comm(), "ep: all-reduce of the expert gradients' norm"));
+    norm = std::sqrt(dense + experts);
+  }
   if (!pipeline_) return norm;
   // Each stage's norm leaves out its tied copy; the squares add over the stages.
   double squares = norm * norm;
@@ -330,8 +466,34 @@ Result<std::vector<float>> Trainer::assembleWhole(std::span<const float> local) 
         layout, whole, rank,
         std::span<const float>(gathered).subspan(static_cast<size_t>(rank) * size, size), values);
   }
+  CC_TRY(gatherExperts(local, values));
   CC_TRY(gatherStages(values));
   return values;
+}
+
+Status Trainer::gatherExperts(std::span<const float> local, std::vector<float>& whole) {
+  if (!expertParallel_) return Status::ok();
+  const ParameterLayout& layout = model_.layout();
+  const ParameterLayout wholeLayout(options_.model);
+  const size_t size = layout.totalSize();
+  const int ranks = expertParallel_->size();
+  std::vector<float> gathered(size * static_cast<size_t>(ranks));
+  CC_TRY(ccCall(ccAllGather(local.data(), gathered.data(), size, ccFloat32,
+                            expertParallel_->comm(), nullptr),
+                expertParallel_->comm(), "ep: all-gather of the experts for a checkpoint"));
+  for (int rank = 0; rank < ranks; ++rank) {
+    ModelPart part = layout.part();
+    part.epRank = rank;
+    const ParameterLayout rankLayout(options_.model, part);
+    for (const TensorSlice& tensor : rankLayout.tensors()) {
+      if (tensor.expert < 0) continue;
+      const TensorSlice& target = wholeLayout.tensors()[tensor.fullIndex];
+      std::copy_n(gathered.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(rank) * size +
+                                                                 tensor.offset),
+                  tensor.size, whole.begin() + static_cast<std::ptrdiff_t>(target.offset));
+    }
+  }
+  return Status::ok();
 }
 
 Status Trainer::gatherStages(std::vector<float>& whole) {

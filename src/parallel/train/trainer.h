@@ -27,6 +27,7 @@
 #include "parallel/data/batch_source.h"
 #include "parallel/dp/compressing_reducer.h"
 #include "parallel/dp/data_parallel.h"
+#include "parallel/ep/expert_parallel_comm.h"
 #include "parallel/mesh/mesh.h"
 #include "parallel/model/gpt.h"
 #include "parallel/optim/adamw.h"
@@ -66,6 +67,20 @@ struct TrainOptions {
   int64_t freezeStep = 20;
 };
 
+// One MoE block's routing over a whole step: every micro-batch of every DP rank.
+struct MoeStepStatistics {
+  int layer = 0;
+  std::vector<int64_t> tokens;   // [E]: (token, choice) pairs routed to each expert
+  std::vector<int64_t> dropped;  // [E]: of them, beyond capacity
+  double auxLoss = 0;            // the load-balancing loss, mean over the micro-batches
+  double zLoss = 0;
+  int64_t minTokens() const;
+  int64_t maxTokens() const;
+  // max / mean tokens per expert (1 is perfect balance)
+  double imbalance() const;
+  int64_t totalDropped() const;
+};
+
 struct StepResult {
   int64_t step = 0;  // the step just completed, from 1
   double loss = 0;   // mean over its micro-batches
@@ -74,6 +89,7 @@ struct StepResult {
   double seconds = 0;
   double gradientWaitSeconds = 0;  // DP: waiting for gradient reductions at the step
   double pipelineWaitSeconds = 0;  // PP: this stage waiting for its neighbours' data
+  std::vector<MoeStepStatistics> moe;  // per MoE block of the model, in layer order
 };
 
 class Trainer {
@@ -123,6 +139,13 @@ class Trainer {
   Status runStep(StepResult& result);
   // The first failure of the TP group's collectives (ok without TP).
   Status tensorParallelStatus() const;
+  // The first failure of the TP and EP groups' collectives (ok without them).
+  Status groupStatus() const;
+  // Sums the routing of every MoE block over the micro-batches and the ranks (collective over
+  // the world under a mesh).
+  Result<std::vector<MoeStepStatistics>> moeStatistics();
+  // Collective over EP: the other EP ranks' experts put into a whole-model buffer.
+  Status gatherExperts(std::span<const float> local, std::vector<float>& whole);
   // Collective over TP: the one-process values of a buffer in this rank's layout (every TP
   // rank's shards put in place), and the reverse for this rank.
   Result<std::vector<float>> assembleWhole(std::span<const float> local);
@@ -139,6 +162,7 @@ class Trainer {
   int world_ = 1;
   Status status_;  // before dataParallel_, whose construction may set it
   std::unique_ptr<TensorParallelComm> tensorParallel_;  // tp > 1; outlives the model's use
+  std::unique_ptr<ExpertParallelComm> expertParallel_;  // ep > 1; outlives the model's use
   Gpt<float> model_;
   std::unique_ptr<DataParallel> dataParallel_;
   // pp > 1: this rank's stage of the plan, the model's observer in front of DP's.
