@@ -171,7 +171,13 @@ int run(const Options& parsed) {
       std::printf("model shape from %s: %s\n", options.loadPath.c_str(),
                   config->describe().c_str());
     }
-    options.train.model = config.value();
+    // The file gives the shape; how MoE blocks route (capacity, loss coefficients) stays the
+    // command line's.
+    GptConfig model = config.value();
+    model.capacityFactor = options.train.model.capacityFactor;
+    model.auxLossCoef = options.train.model.auxLossCoef;
+    model.zLossCoef = options.train.model.zLossCoef;
+    options.train.model = model;
   }
   const TrainOptions& train = options.train;
 

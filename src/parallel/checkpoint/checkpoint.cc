@@ -13,13 +13,22 @@ namespace {
 constexpr std::string_view kSuffix = ".safetensors";
 
 std::map<std::string, std::string> configMetadata(const GptConfig& config) {
-  return {{"format", "pt"},
-          {"cc.vocab", std::to_string(config.vocab)},
-          {"cc.vocab_multiple", std::to_string(config.vocabMultiple)},
-          {"cc.seq", std::to_string(config.seq)},
-          {"cc.layers", std::to_string(config.layers)},
-          {"cc.heads", std::to_string(config.heads)},
-          {"cc.width", std::to_string(config.width)}};
+  std::map<std::string, std::string> metadata = {
+      {"format", "pt"},
+      {"cc.vocab", std::to_string(config.vocab)},
+      {"cc.vocab_multiple", std::to_string(config.vocabMultiple)},
+      {"cc.seq", std::to_string(config.seq)},
+      {"cc.layers", std::to_string(config.layers)},
+      {"cc.heads", std::to_string(config.heads)},
+      {"cc.width", std::to_string(config.width)}};
+  // A mixture-of-experts model's shape (a dense model's file is as it always was).
+  if (config.experts > 0) {
+    metadata["cc.experts"] = std::to_string(config.experts);
+    metadata["cc.top_k"] = std::to_string(config.topK);
+    metadata["cc.moe_every"] = std::to_string(config.moeEvery);
+    metadata["cc.expert_width"] = std::to_string(config.expertHidden());
+  }
+  return metadata;
 }
 
 Result<int64_t> metadataInt(const std::map<std::string, std::string>& metadata,
@@ -51,6 +60,12 @@ Result<GptConfig> configFromMetadata(const std::map<std::string, std::string>& m
   CC_TRY(field("cc.layers", &config.layers));
   CC_TRY(field("cc.heads", &config.heads));
   CC_TRY(field("cc.width", &config.width));
+  if (metadata.count("cc.experts") != 0) {
+    CC_TRY(field("cc.experts", &config.experts));
+    CC_TRY(field("cc.top_k", &config.topK));
+    CC_TRY(field("cc.moe_every", &config.moeEvery));
+    CC_TRY(field("cc.expert_width", &config.expertWidth));
+  }
   CC_TRY(config.validate().withContext(path));
   return config;
 }
