@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cc-train under mpirun (-np 2 --dp 2 with zero 0 and 3, -np 4 --dp 4 --zero 2, -np 4 --dp 2
 # --tp 2 --zero 1, -np 2 --tp 2, the last two with --sp, -np 2 --pp 2 with 1f1b and gpipe,
-# -np 4 --dp 2 --pp 2 --zero 1, -np 2 --pp 2 interleaved with --trace) logs the same loss at
+# -np 4 --dp 2 --pp 2 --zero 1, -np 2 --pp 2 interleaved with --trace, and a mixture-of-experts
+# model at -np 2 --dp 2 --ep 2 and -np 2 --pp 2) logs the same loss at
 # every step
 # as the one-process run on the same global batch (8 rows), to the
 # tolerance data_parallel_test.cc explains (1e-5 relative), widened to 3e-5
@@ -59,3 +60,26 @@ for rank in 0 1; do
   done
 done
 echo "interleaved: traces hold the compute spans beside the transfers"
+
+# Mixture of experts (4 experts, top-2, capacity 1.25 in both blocks): --dp 2 --ep 2 (each rank
+# holds 2 experts, 2 rows a rank) and --pp 2 (all experts on each stage, 4 micro-batches of
+# 2) log the one-process MoE run's loss with --batch 2 --grad-accum 2 (or 4) at every step,
+# and the per-block routing columns of the CSV (tokens per expert, dropped) are the same.
+moe=(--experts 4 --top-k 2 --capacity-factor 1.25 --heads 2)
+"$train" "${model[@]}" "${moe[@]}" --batch 2 --grad-accum 2 --log "$work/moe-one.csv" >"$work/moe-one.out"
+"$train" "${model[@]}" "${moe[@]}" --batch 2 --grad-accum 4 --log "$work/moe-one-m4.csv" >"$work/moe-one-m4.out"
+"$mpirun" --allow-run-as-root --oversubscribe -np 2 "$train" "${model[@]}" "${moe[@]}" --dp 2 --ep 2 \
+  --batch 2 --log "$work/moe-ep2.csv" >"$work/moe-ep2.out" 2>&1 || { cat "$work/moe-ep2.out"; exit 1; }
+"$mpirun" --allow-run-as-root --oversubscribe -np 2 "$train" "${model[@]}" "${moe[@]}" --pp 2 \
+  --batch 2 --grad-accum 4 --log "$work/moe-pp2.csv" >"$work/moe-pp2.out" 2>&1 || { cat "$work/moe-pp2.out"; exit 1; }
+compare moe-one moe-ep2
+compare moe-one-m4 moe-pp2
+grep -q "| moe1 tokens .* imbalance .* dropped .* aux" "$work/moe-ep2.out" || { echo "no MoE statistics"; cat "$work/moe-ep2.out"; exit 1; }
+# Columns 7.. of the CSV: per block min, max, imbalance, dropped (integers and their ratio).
+for name in moe-ep2:moe-one moe-pp2:moe-one-m4; do
+  run=${name%%:*} reference=${name##*:}
+  # min, max and dropped of both blocks (columns 7, 8, 10, 13, 14, 16): exact integers.
+  diff <(cut -d, -f1,7,8,10,13,14,16 "$work/$reference.csv") <(cut -d, -f1,7,8,10,13,14,16 "$work/$run.csv") ||
+    { echo "$run routed tokens differently from $reference"; exit 1; }
+done
+echo "moe: ep 2 and pp 2 route and learn as the one-process run"
