@@ -131,7 +131,8 @@ TEST_F(CcTrainCli, BadConfigFilesAreClearErrorsNamingTheKey) {
   struct Case {
     std::string text, message;
   } cases[] = {
-      {"model: {layer: 2}\n", "unknown key model.layer (model takes aux_loss_coef, capacity_factor, expert_width"},
+      {"model: {layer: 2}\n",
+       "unknown key model.layer (model takes aux_loss_coef, capacity_factor, expert_width"},
       {"modle: {layers: 2}\n", "unknown key modle (the sections are batch"},
       {"model: [1, 2]\n", "model is not a map"},
       {"model: {layers: [1]}\n", "model.layers is not a single value"},

@@ -172,9 +172,9 @@ TEST(ExpertParallelTraffic, OneStepMovesExactlyTheRoutedRows) {
       for (const MoeStatistics& block : statistics)
         for (size_t e = 0; e < experts; ++e) kept.push_back(block.routed[e] - block.dropped[e]);
       std::vector<int64_t> everyone(kept.size() * kEp);
-      ASSERT_EQ(ccAllGather(kept.data(), everyone.data(), kept.size(), ccInt64, mesh->ep(),
-                            nullptr),
-                ccSuccess);
+      ASSERT_EQ(
+          ccAllGather(kept.data(), everyone.data(), kept.size(), ccInt64, mesh->ep(), nullptr),
+          ccSuccess);
       const int rank = context.rank;
       const size_t held = experts / kEp;
       const uint64_t row = static_cast<uint64_t>(options.model.width) * sizeof(float);
@@ -183,8 +183,8 @@ TEST(ExpertParallelTraffic, OneStepMovesExactlyTheRoutedRows) {
         for (int source = 0; source < kEp; ++source) {
           for (size_t e = 0; e < experts; ++e) {
             const int owner = static_cast<int>(e / held);
-            const int64_t count = everyone[(static_cast<size_t>(source) * statistics.size() +
-                                            block) * experts + e];
+            const int64_t count =
+                everyone[(static_cast<size_t>(source) * statistics.size() + block) * experts + e];
             // Sent by this rank to another's expert, or sent to this rank's expert by another.
             if ((source == rank) != (owner == rank)) rows += static_cast<uint64_t>(count);
           }
@@ -216,7 +216,8 @@ TEST(ExpertParallelCheckpoint, Ep2Dp2ResumesOnOneProcess) {
   std::filesystem::create_directories(directory);
   const std::string saved = (directory / "ep2dp2.safetensors").string();
   constexpr int kSteps = 10, kSaveAt = 5, kRows = 2;
-  const std::vector<StepRecord> straight = oneProcessRun(moeOptions(kRows, kSteps, 1.25), 2, kSteps);
+  const std::vector<StepRecord> straight =
+      oneProcessRun(moeOptions(kRows, kSteps, 1.25), 2, kSteps);
   runRanks(2, [&](RankContext& context) {
     ccComm_t comm = context.initComm();
     {

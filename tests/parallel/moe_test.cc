@@ -1,6 +1,8 @@
 // The mixture-of-experts model on one process: the router's capacity and drop order, its
 // backward against fp64 central differences, and the whole MoE model's gradient (router,
 // experts, auxiliary losses) against central differences of its objective.
+#include "parallel/model/layers/moe.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 #include "gradient_check.h"
 #include "parallel/model/gpt.h"
 #include "parallel/model/initialize.h"
-#include "parallel/model/layers/moe.h"
 
 namespace cc::parallel {
 namespace {

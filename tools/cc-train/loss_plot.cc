@@ -68,7 +68,8 @@ Status writeLossPlot(const std::string& path, const std::vector<std::pair<int64_
       for (const auto& point : series) top = std::max(top, point.second);
     const double panelTop = kHeight + 10, panelBottom = totalHeight - kMargin;
     auto py = [&](double value) {
-      return panelBottom - (value - 1.0) / std::max(1e-9, top - 1.0) * (panelBottom - panelTop - 20);
+      return panelBottom -
+             (value - 1.0) / std::max(1e-9, top - 1.0) * (panelBottom - panelTop - 20);
     };
     std::snprintf(buffer, sizeof(buffer),
                   "<path d=\"M%.0f %.0f V%.0f H%.0f\" stroke=\"black\" fill=\"none\"/>\n"
@@ -78,8 +79,8 @@ Status writeLossPlot(const std::string& path, const std::vector<std::pair<int64_
                   kMargin, panelTop, panelBottom, kWidth - kMargin, py(top) + 4, top, panelBottom,
                   kWidth / 2 - 150, panelTop + 12);
     svg += buffer;
-    static const char* colours[] = {"steelblue", "darkorange", "seagreen", "crimson",
-                                    "purple",    "saddlebrown", "teal",    "gray"};
+    static const char* colours[] = {"steelblue", "darkorange",  "seagreen", "crimson",
+                                    "purple",    "saddlebrown", "teal",     "gray"};
     for (size_t i = 0; i < imbalance.size(); ++i) {
       svg += "<polyline fill=\"none\" stroke=\"";
       svg += colours[i % 8];

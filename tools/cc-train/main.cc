@@ -206,10 +206,10 @@ int run(const Options& parsed) {
     if (!initialised.isOk()) return fail(initialised);
     (void)ccCommUserRank(world, &worldRank);
     (void)ccCommCount(world, &worldSize);
-    auto created = Mesh::create(
-        world, MeshShape{options.dp, options.pp, options.tp, options.ppLayers, train.virtualStages,
-                  options.ep},
-        train.model);
+    auto created = Mesh::create(world,
+                                MeshShape{options.dp, options.pp, options.tp, options.ppLayers,
+                                          train.virtualStages, options.ep},
+                                train.model);
     if (!created.isOk()) {
       if (worldSize == 1)
         return fail(

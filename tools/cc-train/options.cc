@@ -316,8 +316,8 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
   CC_TRY(model.validate());
   if (model.experts == 0 &&
       std::any_of(arguments.begin(), arguments.end(), [](const std::string& argument) {
-        return argument == "--top-k" || argument == "--moe-every" ||
-               argument == "--expert-width" || argument == "--capacity-factor";
+        return argument == "--top-k" || argument == "--moe-every" || argument == "--expert-width" ||
+               argument == "--capacity-factor";
       })) {
     return invalidArgument(
         "--top-k, --moe-every, --expert-width and --capacity-factor shape mixture-of-experts "

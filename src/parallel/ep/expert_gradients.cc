@@ -30,9 +30,9 @@ Status ExpertGradientReducer::allReduce(const Bucket& bucket, ccComm_t comm, ccS
     const float scale = 1.0f / static_cast<float>(ep_);
     for (float& value : run) value *= scale;
     if (expertDpSize_ == 1) return Status::ok();
-    return ccCall(ccAllReduce(run.data(), run.data(), run.size(), ccFloat32, ccAvg, expertDp_,
-                              stream),
-                  expertDp_, "ep: average of expert gradients over the expert-data-parallel group");
+    return ccCall(
+        ccAllReduce(run.data(), run.data(), run.size(), ccFloat32, ccAvg, expertDp_, stream),
+        expertDp_, "ep: average of expert gradients over the expert-data-parallel group");
   };
   for (const auto& [expertBegin, expertEnd] : experts_) {
     if (expertEnd <= at || expertBegin >= end) continue;
@@ -45,8 +45,7 @@ Status ExpertGradientReducer::allReduce(const Bucket& bucket, ccComm_t comm, ccS
   return reduceRun(at, end, false);
 }
 
-Status ExpertGradientReducer::reduceScatter(const Bucket&, std::span<float>, ccComm_t,
-                                            ccStream_t) {
+Status ExpertGradientReducer::reduceScatter(const Bucket&, std::span<float>, ccComm_t, ccStream_t) {
   return invalidArgument(
       "ep: expert parallelism with ZeRO is not built (a shard would cut across experts held "
       "by different ranks); use --zero 0 with --ep");

@@ -24,8 +24,7 @@ class ExpertGradientReducer final : public BucketReducer {
  public:
   // experts: the [begin, end) slices of the gradient buffer that hold experts (ascending);
   // expertDp: the expert-data-parallel communicator (kept by the caller), of dp / ep ranks.
-  ExpertGradientReducer(std::vector<std::pair<size_t, size_t>> experts, ccComm_t expertDp,
-                        int ep);
+  ExpertGradientReducer(std::vector<std::pair<size_t, size_t>> experts, ccComm_t expertDp, int ep);
   Status allReduce(const Bucket& bucket, ccComm_t comm, ccStream_t stream) override;
   Status reduceScatter(const Bucket& bucket, std::span<float> shard, ccComm_t comm,
                        ccStream_t stream) override;

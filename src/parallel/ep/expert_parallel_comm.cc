@@ -14,10 +14,10 @@ Result<std::unique_ptr<ExpertParallelComm>> ExpertParallelComm::create(ccComm_t 
   return group;
 }
 
-void ExpertParallelComm::exchangeCounts(std::span<const int64_t> send,
-                                        std::span<int64_t> receive) {
+void ExpertParallelComm::exchangeCounts(std::span<const int64_t> send, std::span<int64_t> receive) {
   const size_t count = send.size() / static_cast<size_t>(size_);
-  if (error_.isOk() && (send.size() != receive.size() || count * static_cast<size_t>(size_) != send.size())) {
+  if (error_.isOk() &&
+      (send.size() != receive.size() || count * static_cast<size_t>(size_) != send.size())) {
     error_ = invalidArgument("ep: exchangeCounts of " + std::to_string(send.size()) + " into " +
                              std::to_string(receive.size()) + " values over " +
                              std::to_string(size_) + " ranks");
@@ -41,9 +41,8 @@ void ExpertParallelComm::exchange(std::span<const T> send, std::span<const size_
   }
   if (error_.isOk()) {
     constexpr ccDataType_t type = std::is_same_v<T, float> ? ccFloat32 : ccFloat64;
-    error_ = ccCall(ccAllToAllv(send.data(), sendCounts.data(), sendOffsets_.data(),
-                                receive.data(), receiveCounts.data(), receiveOffsets_.data(), type,
-                                comm_, nullptr),
+    error_ = ccCall(ccAllToAllv(send.data(), sendCounts.data(), sendOffsets_.data(), receive.data(),
+                                receiveCounts.data(), receiveOffsets_.data(), type, comm_, nullptr),
                     comm_, "ep: all-to-allv of token rows");
   }
   if (!error_.isOk()) std::fill(receive.begin(), receive.end(), T(0));

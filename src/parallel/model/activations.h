@@ -44,19 +44,19 @@ struct MoeActivations {
 
 template <typename T>
 struct BlockActivations {
-  T* ln1;        // [M, C]
-  T* ln1Mean;    // [M]
-  T* ln1Rstd;    // [M]
-  T* qkv;        // [N, 3Cs]: this shard's q, k, v heads
-  T* atty;       // [N, Cs]
-  T* att;        // [B, Hs, T, T]
-  T* residual2;  // [M, C]
-  T* ln2;        // [M, C]
-  T* ln2Mean;    // [M]
-  T* ln2Rstd;    // [M]
-  T* fch;        // [N, F]
-  T* fchGelu;    // [N, F]
-  T* residual3;  // [M, C]: the block's output
+  T* ln1;                            // [M, C]
+  T* ln1Mean;                        // [M]
+  T* ln1Rstd;                        // [M]
+  T* qkv;                            // [N, 3Cs]: this shard's q, k, v heads
+  T* atty;                           // [N, Cs]
+  T* att;                            // [B, Hs, T, T]
+  T* residual2;                      // [M, C]
+  T* ln2;                            // [M, C]
+  T* ln2Mean;                        // [M]
+  T* ln2Rstd;                        // [M]
+  T* fch;                            // [N, F]
+  T* fchGelu;                        // [N, F]
+  T* residual3;                      // [M, C]: the block's output
   MoeActivations<T>* moe = nullptr;  // MoE blocks; fch and fchGelu are then unused
 };
 

@@ -65,8 +65,8 @@ std::string GptConfig::describe() const {
            " C=" + std::to_string(width) + " T=" + std::to_string(seq) +
            " V=" + std::to_string(vocab) + " (padded " + std::to_string(paddedVocab()) +
            "), MoE every " + std::to_string(moeEvery) + ": E=" + std::to_string(experts) +
-           " K=" + std::to_string(topK) + " F=" + std::to_string(expertHidden()) +
-           " capacity " + (capacityFactor == 0 ? std::string("dropless") : capacity);
+           " K=" + std::to_string(topK) + " F=" + std::to_string(expertHidden()) + " capacity " +
+           (capacityFactor == 0 ? std::string("dropless") : capacity);
   }
   return "L=" + std::to_string(layers) + " H=" + std::to_string(heads) +
          " C=" + std::to_string(width) + " T=" + std::to_string(seq) +
@@ -75,9 +75,9 @@ std::string GptConfig::describe() const {
 
 bool operator==(const GptConfig& a, const GptConfig& b) {
   return a.vocab == b.vocab && a.seq == b.seq && a.layers == b.layers && a.heads == b.heads &&
-         a.width == b.width && a.vocabMultiple == b.vocabMultiple &&
-         a.experts == b.experts && (a.experts == 0 || (a.topK == b.topK && a.moeEvery == b.moeEvery &&
-                                                        a.expertHidden() == b.expertHidden()));
+         a.width == b.width && a.vocabMultiple == b.vocabMultiple && a.experts == b.experts &&
+         (a.experts == 0 ||
+          (a.topK == b.topK && a.moeEvery == b.moeEvery && a.expertHidden() == b.expertHidden()));
 }
 
 }  // namespace cc::parallel

@@ -105,8 +105,8 @@ namespace {
 // every source, in source order). counts[j x held + l]: rows from source j for expert l.
 // Copies rows of `width` from one order into the other.
 template <typename T>
-void reorderRows(T* to, const T* from, std::span<const int64_t> counts, size_t sources,
-                 size_t held, size_t width, bool toExpertMajor) {
+void reorderRows(T* to, const T* from, std::span<const int64_t> counts, size_t sources, size_t held,
+                 size_t width, bool toExpertMajor) {
   std::vector<size_t> sourceMajor(sources * held), expertMajor(sources * held);
   size_t offset = 0;
   for (size_t j = 0; j < sources; ++j) {
@@ -143,7 +143,8 @@ typename Gpt<T>::AuxiliaryLosses Gpt<T>::moeForward(const MoeOffsets& w, const T
   const int hidden = config_.expertHidden();
   const size_t f = static_cast<size_t>(hidden);
   const size_t held = static_cast<size_t>(layout_.shard().experts);
-  const size_t sources = expertParallel_ != nullptr ? static_cast<size_t>(expertParallel_->size()) : 1;
+  const size_t sources =
+      expertParallel_ != nullptr ? static_cast<size_t>(expertParallel_->size()) : 1;
   const T* p = parameters_.data();
   MoeScratch& scratch = moeScratch_;
   // The router: logits, probabilities, each token's top K and the capacity assignment.
@@ -194,8 +195,8 @@ typename Gpt<T>::AuxiliaryLosses Gpt<T>::moeForward(const MoeOffsets& w, const T
     if (count == 0) continue;
     const MlpOffsets& expert = w.experts[l];
     const int m = static_cast<int>(count);
-    linearForward(a.fch.data() + first * f, a.expertInput.data() + first * c,
-                  p + expert.fc.weight, p + expert.fc.bias, m, config_.width, hidden);
+    linearForward(a.fch.data() + first * f, a.expertInput.data() + first * c, p + expert.fc.weight,
+                  p + expert.fc.bias, m, config_.width, hidden);
     geluForward(a.fchGelu.data() + first * f, a.fch.data() + first * f, count * f);
     linearForward(scratch.expertOutput.data() + first * c, a.fchGelu.data() + first * f,
                   p + expert.projection.weight, p + expert.projection.bias, m, hidden,
@@ -211,7 +212,8 @@ typename Gpt<T>::AuxiliaryLosses Gpt<T>::moeForward(const MoeOffsets& w, const T
   zero(out, rows * c);
   for (size_t r = 0; r < sent; ++r) {
     const size_t t = static_cast<size_t>(a.routing.rowToken[r]);
-    const T gate = a.gates[t * static_cast<size_t>(k) + static_cast<size_t>(a.routing.rowChoice[r])];
+    const T gate =
+        a.gates[t * static_cast<size_t>(k) + static_cast<size_t>(a.routing.rowChoice[r])];
     const T* y = a.returned.data() + r * c;
     T* o = out + t * c;
     for (size_t i = 0; i < c; ++i) o[i] += gate * y[i];
@@ -231,7 +233,8 @@ void Gpt<T>::moeBackward(const MoeOffsets& w, const T* x, size_t rows, const Moe
   const int hidden = config_.expertHidden();
   const size_t f = static_cast<size_t>(hidden);
   const size_t held = static_cast<size_t>(layout_.shard().experts);
-  const size_t sources = expertParallel_ != nullptr ? static_cast<size_t>(expertParallel_->size()) : 1;
+  const size_t sources =
+      expertParallel_ != nullptr ? static_cast<size_t>(expertParallel_->size()) : 1;
   const T* p = parameters_.data();
   T* g = gradients_.data();
   MoeScratch& scratch = moeScratch_;
@@ -306,8 +309,8 @@ void Gpt<T>::moeBackward(const MoeOffsets& w, const T* x, size_t rows, const Moe
   }
   // The router: through the gates and the softmax (with the auxiliary losses), then the linear.
   scratch.logits.resize(rows * e);
-  routerBackward(scratch.logits.data(), dgates.data(), a.gates.data(), a.probs.data(),
-                 a.lse.data(), a.routing, config_.auxLossCoef, config_.zLossCoef, lossScale,
+  routerBackward(scratch.logits.data(), dgates.data(), a.gates.data(), a.probs.data(), a.lse.data(),
+                 a.routing, config_.auxLossCoef, config_.zLossCoef, lossScale,
                  dgates.data() + rows * k);
   matmulBackward(dx, g + w.router, scratch.logits.data(), x, p + w.router, n, config_.width,
                  experts);
@@ -591,8 +594,8 @@ void Gpt<T>::blockBackward(int layer, ActivationArena<T>& arena, T* dhidden) {
     zero(d.dfch, n * hidden);
     geluBackward(d.dfch, a.fch, d.dfchGelu, n * hidden);
     zero(d.dln, n * c);
-    linearBackward(d.dln, g + w.mlp.fc.weight, g + w.mlp.fc.bias, d.dfch,
-                   gatherRows(a.ln2, arena), p + w.mlp.fc.weight, rows, width, shard.hidden);
+    linearBackward(d.dln, g + w.mlp.fc.weight, g + w.mlp.fc.bias, d.dfch, gatherRows(a.ln2, arena),
+                   p + w.mlp.fc.weight, rows, width, shard.hidden);
   }
   const T* dln = sumPartials(d.dln, arena, /*forward=*/false);
   layerNormBackward(dhidden, dln2.weight, dln2.bias, dln, a.residual2, p + w.ln2.weight, a.ln2Mean,

@@ -132,9 +132,9 @@ class Gpt {
   void headBackward(ActivationArena<T>& arena, T* dhidden, T lossScale);
   void blockBackward(int layer, ActivationArena<T>& arena, T* dhidden);
   void embeddingBackward(const ActivationArena<T>& arena, const T* dhidden);
-  // The backward split in two (a zero-bubble pipeline's B and W; dense blocks only): B produces d(the piece's
-  // input) and saves in `stash` the gradients each linear and LayerNorm saw at its output;
-  // W turns them into the weights' gradients, accumulating them in the same order as the
+  // The backward split in two (a zero-bubble pipeline's B and W; dense blocks only): B produces
+  // d(the piece's input) and saves in `stash` the gradients each linear and LayerNorm saw at its
+  // output; W turns them into the weights' gradients, accumulating them in the same order as the
   // whole backward (bit for bit the same) and telling the observer when they are final.
   // stash holds weightStashElements(rows) per micro-batch, written by B and read by W of
   // the same micro-batch; the first stage's B also saves the embeddings' gradient there for

@@ -150,8 +150,8 @@ BlockOffsets ParameterLayout::addBlock(int layer) {
   if (config_.isMoe(layer)) {
     block.moe = true;
     MoeOffsets& moe = block.moeMlp;
-    moe.router = add(prefix + "moe.router.weight",
-                     {width, static_cast<size_t>(config_.experts)}, true);
+    moe.router =
+        add(prefix + "moe.router.weight", {width, static_cast<size_t>(config_.experts)}, true);
     moe.firstExpert = shard_.firstExpert;
     moe.expertsBegin = totalSize_;
     const size_t expertHidden = static_cast<size_t>(config_.expertHidden());

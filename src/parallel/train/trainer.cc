@@ -95,9 +95,9 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
           return nullptr;
         }
         const int ep = mesh->shape().ep;
-        if (ep > 1 && (options.parallel.zeroStage != 0 ||
-                       options.compression.kind != Compression::kNone || options.oneBitAdam ||
-                       options.localSgdSteps > 0)) {
+        if (ep > 1 &&
+            (options.parallel.zeroStage != 0 || options.compression.kind != Compression::kNone ||
+             options.oneBitAdam || options.localSgdSteps > 0)) {
           status_ = invalidArgument(
               "trainer: --ep " + std::to_string(ep) +
               " reduces each expert's gradients over the ranks that hold it, beside the dense "
@@ -155,7 +155,8 @@ Trainer::Trainer(const TrainOptions& options, std::unique_ptr<BatchSource> sourc
           for (const BlockOffsets& block : model_.layout().blocks()) {
             if (block.moe) experts.emplace_back(block.moeMlp.expertsBegin, block.moeMlp.expertsEnd);
           }
-          reducer = std::make_unique<ExpertGradientReducer>(std::move(experts), mesh->expertDp(), ep);
+          reducer =
+              std::make_unique<ExpertGradientReducer>(std::move(experts), mesh->expertDp(), ep);
         }
         if (options.oneBitAdam) {
           reducer = std::make_unique<LocalReducer>(
@@ -336,8 +337,8 @@ Result<std::vector<MoeStepStatistics>> Trainer::moeStatistics() {
   }
   std::vector<double> sums(layers.size() * stride, 0.0);
   for (const MoeStatistics& block : model_.moeStatistics()) {
-    const size_t index = static_cast<size_t>(
-        std::find(layers.begin(), layers.end(), block.layer) - layers.begin());
+    const size_t index =
+        static_cast<size_t>(std::find(layers.begin(), layers.end(), block.layer) - layers.begin());
     double* at = sums.data() + index * stride;
     for (size_t e = 0; e < experts; ++e) {
       at[e] = static_cast<double>(block.routed[e]);
@@ -382,9 +383,9 @@ Result<double> Trainer::finishGradients() {
         squares += static_cast<double>(value) * value;
       (tensor.expert >= 0 ? experts : dense) += squares;
     }
-    CC_TRY(ccCall(ccAllReduce(&experts, &experts, 1, ccFloat64, ccSum, expertParallel_->comm(),
-                              nullptr),
-                  expertParallel_->comm(), "ep: all-reduce of the expert gradients' norm"));
+    CC_TRY(ccCall(
+        ccAllReduce(&experts, &experts, 1, ccFloat64, ccSum, expertParallel_->comm(), nullptr),
+        expertParallel_->comm(), "ep: all-reduce of the expert gradients' norm"));
     norm = std::sqrt(dense + experts);
   }
   if (!pipeline_) return norm;
@@ -478,9 +479,9 @@ Status Trainer::gatherExperts(std::span<const float> local, std::vector<float>& 
   const size_t size = layout.totalSize();
   const int ranks = expertParallel_->size();
   std::vector<float> gathered(size * static_cast<size_t>(ranks));
-  CC_TRY(ccCall(ccAllGather(local.data(), gathered.data(), size, ccFloat32,
-                            expertParallel_->comm(), nullptr),
-                expertParallel_->comm(), "ep: all-gather of the experts for a checkpoint"));
+  CC_TRY(ccCall(
+      ccAllGather(local.data(), gathered.data(), size, ccFloat32, expertParallel_->comm(), nullptr),
+      expertParallel_->comm(), "ep: all-gather of the experts for a checkpoint"));
   for (int rank = 0; rank < ranks; ++rank) {
     ModelPart part = layout.part();
     part.epRank = rank;
@@ -488,8 +489,8 @@ Status Trainer::gatherExperts(std::span<const float> local, std::vector<float>& 
     for (const TensorSlice& tensor : rankLayout.tensors()) {
       if (tensor.expert < 0) continue;
       const TensorSlice& target = wholeLayout.tensors()[tensor.fullIndex];
-      std::copy_n(gathered.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(rank) * size +
-                                                                 tensor.offset),
+      std::copy_n(gathered.begin() +
+                      static_cast<std::ptrdiff_t>(static_cast<size_t>(rank) * size + tensor.offset),
                   tensor.size, whole.begin() + static_cast<std::ptrdiff_t>(target.offset));
     }
   }

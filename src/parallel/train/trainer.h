@@ -87,8 +87,8 @@ struct StepResult {
   float lr = 0;
   double gradNorm = 0;  // before clipping
   double seconds = 0;
-  double gradientWaitSeconds = 0;  // DP: waiting for gradient reductions at the step
-  double pipelineWaitSeconds = 0;  // PP: this stage waiting for its neighbours' data
+  double gradientWaitSeconds = 0;      // DP: waiting for gradient reductions at the step
+  double pipelineWaitSeconds = 0;      // PP: this stage waiting for its neighbours' data
   std::vector<MoeStepStatistics> moe;  // per MoE block of the model, in layer order
 };
 

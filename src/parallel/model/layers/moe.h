@@ -149,7 +149,8 @@ void routerBackward(T* dlogits, const T* dgates, const T* gates, const T* probs,
   T* daux = scratch;  // [E]
   for (size_t i = 0; i < e; ++i) {
     const double f = static_cast<double>(r.routed[i]) / static_cast<double>(n * k);
-    daux[i] = static_cast<T>(lossScale * alpha * static_cast<double>(e) * f / static_cast<double>(n));
+    daux[i] =
+        static_cast<T>(lossScale * alpha * static_cast<double>(e) * f / static_cast<double>(n));
   }
   const T dz = static_cast<T>(lossScale * beta * 2.0 / static_cast<double>(n));
   T* dp = scratch + e;  // [E]
