@@ -1,5 +1,6 @@
 // Expert parallelism (ep/, EP inside DP) against the one-process MoE run, with forked ranks:
-// - ep 2 and 4, each at dp = ep and dp = 2 ep, with capacity 1.25 and dropless: every rank
+// - ep 2 and 4, each at dp = ep and dp = 2 ep, with capacity 1.25 and dropless (and ep 2 x
+//   dp 2 with 2 micro-batches a rank against 4 on one process): every rank
 //   with --batch B logs the loss of the one-process run with --batch B --grad-accum dp at
 //   every step of 50 (1e-5 relative, as the other equivalence tests: fp32 reordering grown
 //   through Adam), and the same tokens per expert and the same tokens dropped per expert
@@ -10,8 +11,11 @@
 //   then the rows this rank sent to experts on other ranks and the rows its experts got from
 //   other ranks, each C x 4 bytes, once each way in forward and again in backward;
 // - a checkpoint written at ep 2 x dp 2 is the one-process checkpoint byte for byte when
-//   loaded and saved back on one process, and continues the run there;
-// - what cannot run is refused with a message (ZeRO with EP, EP not dividing the experts).
+//   loaded and saved back on one process, and continues the run there (the continued
+//   losses are what catch a misplaced expert); a one-process checkpoint loads into ep 2 and
+//   the run continues as on one process;
+// - what cannot run is refused with a message (EP with ZeRO or PP, MoE with TP or zb-h1, EP
+//   not dividing the experts or dp).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -69,10 +73,12 @@ std::vector<StepRecord> oneProcessRun(TrainOptions options, int gradAccum, int s
 struct Shape {
   int ep, dp;
   double capacity;
+  int gradAccum = 1;  // per rank; the one-process run takes dp x this many
 };
 
 void PrintTo(const Shape& shape, std::ostream* out) {
-  *out << "ep " << shape.ep << " dp " << shape.dp << " capacity " << shape.capacity;
+  *out << "ep " << shape.ep << " dp " << shape.dp << " capacity " << shape.capacity
+       << " grad-accum " << shape.gradAccum;
 }
 
 class ExpertParallelEquivalence : public ::testing::TestWithParam<Shape> {};
@@ -81,7 +87,7 @@ TEST_P(ExpertParallelEquivalence, MatchesOneProcessLossAndRoutingEveryStep) {
   const Shape shape = GetParam();
   constexpr int kSteps = 50, kRows = 2;
   const std::vector<StepRecord> reference =
-      oneProcessRun(moeOptions(kRows, kSteps, shape.capacity), shape.dp, kSteps);
+      oneProcessRun(moeOptions(kRows, kSteps, shape.capacity), shape.dp * shape.gradAccum, kSteps);
   int64_t droppedInReference = 0;
   for (const StepRecord& record : reference)
     for (const MoeStepStatistics& moe : record.moe) droppedInReference += moe.totalDropped();
@@ -94,7 +100,8 @@ TEST_P(ExpertParallelEquivalence, MatchesOneProcessLossAndRoutingEveryStep) {
   runRanks(shape.dp, [&](RankContext& context) {
     ccComm_t comm = context.initComm();
     {
-      const TrainOptions options = moeOptions(kRows, kSteps, shape.capacity);
+      TrainOptions options = moeOptions(kRows, kSteps, shape.capacity);
+      options.gradAccum = shape.gradAccum;
       MeshShape mesh{shape.dp, 1, 1};
       mesh.ep = shape.ep;
       auto created = testing::meshFor(comm, mesh, options.model);
@@ -136,11 +143,14 @@ TEST_P(ExpertParallelEquivalence, MatchesOneProcessLossAndRoutingEveryStep) {
 INSTANTIATE_TEST_SUITE_P(Shapes, ExpertParallelEquivalence,
                          ::testing::Values(Shape{2, 2, 1.25}, Shape{2, 2, 0}, Shape{2, 4, 1.25},
                                            Shape{2, 4, 0}, Shape{4, 4, 1.25}, Shape{4, 4, 0},
-                                           Shape{4, 8, 1.25}, Shape{4, 8, 0}),
+                                           Shape{4, 8, 1.25}, Shape{4, 8, 0}, Shape{2, 2, 1.25, 2}),
                          [](const auto& shapeInfo) {
                            return "ep" + std::to_string(shapeInfo.param.ep) + "_dp" +
                                   std::to_string(shapeInfo.param.dp) +
-                                  (shapeInfo.param.capacity > 0 ? "_capacity" : "_dropless");
+                                  (shapeInfo.param.capacity > 0 ? "_capacity" : "_dropless") +
+                                  (shapeInfo.param.gradAccum > 1
+                                       ? "_accum" + std::to_string(shapeInfo.param.gradAccum)
+                                       : "");
                          });
 
 // The second step's traffic on the EP communicator against the routing the model recorded
@@ -250,27 +260,94 @@ TEST(ExpertParallelCheckpoint, Ep2Dp2ResumesOnOneProcess) {
   std::filesystem::remove_all(directory);
 }
 
-TEST(ExpertParallelRefusals, SaysWhatCannotRun) {
+// A one-process checkpoint loaded by an ep 2 x dp 2 run: each rank cuts its experts out
+// of the file and the run continues as the one-process run does.
+TEST(ExpertParallelCheckpoint, OneProcessFileLoadsIntoEp2) {
+  const auto directory =
+      std::filesystem::temp_directory_path() / ("cc_ep_load_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(directory);
+  const std::string saved = (directory / "one.safetensors").string();
+  constexpr int kSteps = 10, kSaveAt = 5, kRows = 2;
+  TrainOptions one = moeOptions(kRows, kSteps, 1.25);
+  one.gradAccum = 2;
+  std::vector<double> straight;
+  {
+    Trainer trainer(one, syntheticFor(one, 0, 1));
+    for (int step = 0; step < kSteps; ++step) {
+      straight.push_back(trainer.step().loss);
+      if (step + 1 == kSaveAt) {
+        ASSERT_TRUE(trainer.save(saved).isOk());
+      }
+    }
+  }
   runRanks(2, [&](RankContext& context) {
     ccComm_t comm = context.initComm();
     {
-      TrainOptions options = moeOptions(2, 2, 1.25);
-      options.parallel.zeroStage = 1;
+      const TrainOptions options = moeOptions(kRows, kSteps, 1.25);
       MeshShape shape{2, 1, 1};
       shape.ep = 2;
       auto mesh = testing::meshFor(comm, shape, options.model);
       ASSERT_NE(mesh, nullptr);
       Trainer trainer(options, syntheticFor(options, mesh->coordinates().dp, 2), mesh.get());
-      EXPECT_FALSE(trainer.status().isOk());
-      EXPECT_NE(trainer.status().message().find("use --zero 0"), std::string::npos)
-          << trainer.status().message();
+      ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
+      ASSERT_TRUE(trainer.load(saved).isOk());
+      EXPECT_EQ(trainer.completedSteps(), kSaveAt);
+      for (int step = kSaveAt; step < kSteps; ++step) {
+        auto result = trainer.tryStep();
+        ASSERT_TRUE(result.isOk()) << result.status().message();
+        const double expected = straight[static_cast<size_t>(step)];
+        EXPECT_NEAR(result->loss, expected, kLossTolerance * expected) << "step " << step + 1;
+      }
+    }
+    ccCommDestroy(comm);
+  });
+  std::filesystem::remove_all(directory);
+}
+
+// Each refusal names what to use instead.
+TEST(ExpertParallelRefusals, SaysWhatCannotRun) {
+  runRanks(4, [&](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    {
+      struct Case {
+        MeshShape shape;
+        int zero;
+        ScheduleKind schedule;
+        const char* message;
+      } cases[] = {
+          {{4, 1, 1, {}, 1, 2}, 1, ScheduleKind::kOneFOneB, "use --zero 0"},
+          {{2, 2, 1, {}, 1, 2}, 0, ScheduleKind::kOneFOneB, "--ep with --pp is not built"},
+          {{2, 1, 2, {}, 1, 1}, 0, ScheduleKind::kOneFOneB, "tensor parallelism are not built"},
+          {{2, 2, 1, {}, 1, 1}, 0, ScheduleKind::kZeroBubbleH1, "zero-bubble schedule splits"},
+      };
+      for (const Case& c : cases) {
+        TrainOptions options = moeOptions(2, 2, 1.25);
+        options.parallel.zeroStage = c.zero;
+        options.schedule = c.schedule;
+        options.gradAccum = 2;
+        auto mesh = testing::meshFor(comm, c.shape, options.model);
+        ASSERT_NE(mesh, nullptr);
+        Trainer trainer(options, syntheticFor(options, mesh->coordinates().dp, c.shape.dp),
+                        mesh.get());
+        EXPECT_FALSE(trainer.status().isOk()) << c.message;
+        EXPECT_NE(trainer.status().message().find(c.message), std::string::npos)
+            << trainer.status().message();
+      }
+      TrainOptions options = moeOptions(2, 2, 1.25);
+      MeshShape shape{4, 1, 1};
+      shape.ep = 2;
       options.model.experts = 3;
-      const Status refused = validateMeshShape(shape, 2, options.model);
-      EXPECT_NE(refused.message().find("ep 2 does not divide the 3 experts"), std::string::npos)
-          << refused.message();
+      EXPECT_NE(validateMeshShape(shape, 4, options.model)
+                    .message()
+                    .find("ep 2 does not divide the 3 experts"),
+                std::string::npos);
       GptConfig dense = options.model;
       dense.experts = 0;
-      EXPECT_NE(validateMeshShape(shape, 2, dense).message().find("needs a mixture-of-experts"),
+      EXPECT_NE(validateMeshShape(shape, 4, dense).message().find("needs a mixture-of-experts"),
+                std::string::npos);
+      shape.ep = 3;
+      options.model.experts = 3;
+      EXPECT_NE(validateMeshShape(shape, 4, options.model).message().find("divide dp"),
                 std::string::npos);
     }
     ccCommDestroy(comm);

@@ -119,6 +119,32 @@ TEST(MoeRouting, RouterBackwardMatchesFiniteDifferences) {
   expectGradientMatches("router logits", logits, analytic, objective, 1e-6);
 }
 
+// Top-1 (Switch): the gate is the probability itself, so the router learns from the
+// model's loss through it.
+TEST(MoeRouting, TopOneGateIsTheProbabilityAndCarriesAGradient) {
+  const size_t n = 5, e = 4;
+  std::vector<double> logits = randomVector(n * e, 21, 1.5);
+  const std::vector<double> dgates = randomVector(n, 22);
+  std::vector<double> probs(n * e), lse(n), gates(n);
+  layers::routerSoftmax(probs.data(), lse.data(), logits.data(), n, e);
+  layers::Routing fixed;
+  layers::route(fixed, gates.data(), probs.data(), static_cast<int>(n), static_cast<int>(e), 1, 5);
+  for (size_t t = 0; t < n; ++t)
+    EXPECT_DOUBLE_EQ(gates[t], probs[t * e + static_cast<size_t>(fixed.choice[t])]);
+  auto objective = [&] {
+    std::vector<double> p(n * e), l(n);
+    layers::routerSoftmax(p.data(), l.data(), logits.data(), n, e);
+    double total = 0;
+    for (size_t t = 0; t < n; ++t)
+      total += dgates[t] * p[t * e + static_cast<size_t>(fixed.choice[t])];
+    return total;
+  };
+  std::vector<double> analytic(n * e), scratch(2 * e);
+  layers::routerBackward(analytic.data(), dgates.data(), gates.data(), probs.data(), lse.data(),
+                         fixed, 0.0, 0.0, 1.0, scratch.data());
+  expectGradientMatches("top-1 router logits", logits, analytic, objective, 1e-6);
+}
+
 GptConfig tinyMoeConfig(double capacityFactor) {
   GptConfig config;
   config.vocab = 11;
@@ -139,11 +165,14 @@ GptConfig tinyMoeConfig(double capacityFactor) {
 
 // Every parameter of an MoE model against central differences of forward() +
 // auxiliaryLoss(), with capacity (some choices dropped) and dropless. The parameters are 10x
-// GPT-2's scale, as in gpt_gradient_test; with capacity the attention projections' worst
-// relative error is about 2e-5 (5e-6 dropless), so that case allows 1e-4: a wrong term is
-// off by far more.
-void checkWholeModel(double capacityFactor, bool expectDrops, double tolerance = 1e-5) {
-  const GptConfig config = tinyMoeConfig(capacityFactor);
+// GPT-2's scale, as in gpt_gradient_test; the gating makes the objective curved enough that
+// the central difference's h^2 error reaches 1e-4 relative at gpt_gradient_test's step 1e-5
+// (it falls as h^2), so these take h = 2e-6 (worst 4e-6 relative).
+void checkWholeModel(double capacityFactor, bool expectDrops, double tolerance = 1e-5, int topK = 2,
+                     int moeEvery = 1) {
+  GptConfig config = tinyMoeConfig(capacityFactor);
+  config.topK = topK;
+  config.moeEvery = moeEvery;
   ASSERT_TRUE(config.validate().isOk());
   const int batch = 2;
   Gpt<double> model(config, batch);
@@ -172,13 +201,50 @@ void checkWholeModel(double capacityFactor, bool expectDrops, double tolerance =
   for (const TensorSlice& tensor : model.layout().tensors()) {
     expectGradientMatches(tensor.name, model.parameters().subspan(tensor.offset, tensor.size),
                           std::span<const double>(analytic).subspan(tensor.offset, tensor.size),
-                          objective, tolerance);
+                          objective, tolerance, 2e-6);
   }
 }
 
-TEST(MoeGradient, MatchesFiniteDifferencesWithCapacity) { checkWholeModel(0.75, true, 1e-4); }
+TEST(MoeGradient, MatchesFiniteDifferencesWithCapacity) { checkWholeModel(0.75, true); }
 
 TEST(MoeGradient, MatchesFiniteDifferencesDropless) { checkWholeModel(0, false); }
+
+TEST(MoeGradient, MatchesFiniteDifferencesTopOne) { checkWholeModel(0, false, 1e-5, 1); }
+
+// Block 0 MoE, block 1 dense.
+TEST(MoeGradient, MatchesFiniteDifferencesEverySecondBlock) {
+  checkWholeModel(0, false, 1e-5, 2, 2);
+}
+
+// Recomputation routes again in backward: the same loss, auxiliary loss, statistics and
+// gradients as keeping the activations (block 1 dense, so a stale MoE value would show).
+TEST(MoeGradient, RecomputationChangesNothing) {
+  GptConfig config = tinyMoeConfig(1.0);
+  config.moeEvery = 2;
+  const int batch = 2;
+  Gpt<double> kept(config, batch), rebuilt(config, batch, 0, /*recompute=*/true);
+  std::vector<float> initial(kept.layout().totalSize());
+  initializeParameters(initial, config, kept.layout(), 9);
+  for (size_t i = 0; i < initial.size(); ++i) {
+    kept.parameters()[i] = initial[i] * 10.0;
+    rebuilt.parameters()[i] = initial[i] * 10.0;
+  }
+  const auto inputs = randomTokens(config, batch, 3);
+  const auto targets = randomTokens(config, batch, 4);
+  for (Gpt<double>* model : {&kept, &rebuilt}) {
+    model->zeroGradients();
+    model->resetMoeStatistics();
+    model->forward(inputs, targets, batch);
+    model->backward(0.5);
+  }
+  EXPECT_DOUBLE_EQ(kept.auxiliaryLoss(), rebuilt.auxiliaryLoss());
+  EXPECT_EQ(kept.moeStatistics()[0].routed, rebuilt.moeStatistics()[0].routed);
+  EXPECT_EQ(kept.moeStatistics()[0].dropped, rebuilt.moeStatistics()[0].dropped);
+  EXPECT_EQ(kept.moeStatistics()[0].microBatches, 1);
+  EXPECT_EQ(rebuilt.moeStatistics()[0].microBatches, 1);
+  for (size_t i = 0; i < kept.gradients().size(); ++i)
+    ASSERT_DOUBLE_EQ(kept.gradients()[i], rebuilt.gradients()[i]) << i;
+}
 
 TEST(MoeLayout, NamesRouterAndExpertsAndSplitsExpertsOverEp) {
   GptConfig config = tinyMoeConfig(1.25);

@@ -314,7 +314,10 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
   if (!options.evalPath.empty() && !options.stepsGiven) train.steps = 0;
   if (train.warmup > train.steps) train.warmup = train.steps;
   CC_TRY(model.validate());
-  if (model.experts == 0 &&
+  // With --load the shape (experts included) comes from the file; the mesh and the trainer
+  // check the combination then.
+  const bool shapeFromFile = !options.loadPath.empty();
+  if (!shapeFromFile && model.experts == 0 &&
       std::any_of(arguments.begin(), arguments.end(), [](const std::string& argument) {
         return argument == "--top-k" || argument == "--moe-every" || argument == "--expert-width" ||
                argument == "--capacity-factor";
@@ -323,18 +326,18 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
         "--top-k, --moe-every, --expert-width and --capacity-factor shape mixture-of-experts "
         "blocks: they need --experts above 0");
   }
-  if (options.ep > 1 && model.experts == 0)
+  if (!shapeFromFile && options.ep > 1 && model.experts == 0)
     return invalidArgument("--ep " + std::to_string(options.ep) + " needs --experts above 0");
   if (options.dp % options.ep != 0) {
     return invalidArgument("--ep " + std::to_string(options.ep) + " does not divide --dp " +
                            std::to_string(options.dp) +
                            " (expert parallelism lives inside data parallelism)");
   }
-  if (model.experts > 0 && model.experts % options.ep != 0) {
+  if (!shapeFromFile && model.experts > 0 && model.experts % options.ep != 0) {
     return invalidArgument("--ep " + std::to_string(options.ep) + " does not divide --experts " +
                            std::to_string(model.experts));
   }
-  if (model.experts > 0 && options.tp > 1) {
+  if (!shapeFromFile && model.experts > 0 && options.tp > 1) {
     return invalidArgument(
         "--experts with --tp " + std::to_string(options.tp) +
         ": mixture-of-experts blocks are not tensor-parallel (the experts and router are not "

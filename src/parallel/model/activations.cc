@@ -36,9 +36,10 @@ Sizes sizesOf(const ParameterLayout& layout, int maxBatch) {
 
 // One walk over an arena or a workspace, used both to count and to hand out pointers,
 // so the two cannot disagree. take(count) returns the next count elements.
-// One block's activations; with onlyOutput, only residual3.
+// One block's activations; with onlyOutput, only residual3. An MoE block has no dense MLP
+// (its experts' activations are MoeActivations, sized by the routing).
 template <typename T, typename Take>
-BlockActivations<T> carveBlock(const Sizes& s, Take& take, bool onlyOutput) {
+BlockActivations<T> carveBlock(const Sizes& s, Take& take, bool onlyOutput, bool moe = false) {
   BlockActivations<T> block{};
   if (!onlyOutput) {
     block.ln1 = take(s.localRows * s.width);
@@ -51,8 +52,10 @@ BlockActivations<T> carveBlock(const Sizes& s, Take& take, bool onlyOutput) {
     block.ln2 = take(s.localRows * s.width);
     block.ln2Mean = take(s.localRows);
     block.ln2Rstd = take(s.localRows);
-    block.fch = take(s.rows * s.hidden);
-    block.fchGelu = take(s.rows * s.hidden);
+    if (!moe) {
+      block.fch = take(s.rows * s.hidden);
+      block.fchGelu = take(s.rows * s.hidden);
+    }
   }
   block.residual3 = take(s.localRows * s.width);
   return block;
@@ -66,7 +69,7 @@ void carveArena(const ParameterLayout& layout, int chunk, int maxBatch, bool rec
   const Sizes s = sizesOf(layout, maxBatch);
   const LayerRange range = layout.chunks()[static_cast<size_t>(chunk)];
   for (int layer = range.first; layer < range.end; ++layer) {
-    BlockActivations<T> block = carveBlock<T>(s, take, recompute);
+    BlockActivations<T> block = carveBlock<T>(s, take, recompute, layout.config().isMoe(layer));
     if (blocks != nullptr) blocks->push_back(block);
   }
   T* in = take(s.localRows * s.width);

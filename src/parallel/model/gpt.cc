@@ -85,6 +85,16 @@ void Gpt<T>::requireDense(int layer, const char* what) const {
 }
 
 template <typename T>
+void Gpt<T>::requireExpertGroup() const {
+  if (layout_.part().epSize == 1 || expertParallel_ != nullptr) return;
+  std::fprintf(stderr,
+               "Gpt: an expert-parallel part (EP rank %d of %d) runs only after "
+               "setExpertParallel\n",
+               layout_.part().epRank, layout_.part().epSize);
+  std::abort();
+}
+
+template <typename T>
 void Gpt<T>::exchangeMoeRows(const T* send, std::span<const size_t> sendCounts, T* receive,
                              std::span<const size_t> receiveCounts) {
   size_t sent = 0, received = 0;
@@ -135,6 +145,7 @@ void reorderRows(T* to, const T* from, std::span<const int64_t> counts, size_t s
 template <typename T>
 typename Gpt<T>::AuxiliaryLosses Gpt<T>::moeForward(const MoeOffsets& w, const T* x, size_t rows,
                                                     MoeActivations<T>& a, T* out) {
+  requireExpertGroup();
   const int n = static_cast<int>(rows);
   const size_t c = static_cast<size_t>(config_.width);
   const int experts = config_.experts;
@@ -225,6 +236,7 @@ typename Gpt<T>::AuxiliaryLosses Gpt<T>::moeForward(const MoeOffsets& w, const T
 template <typename T>
 void Gpt<T>::moeBackward(const MoeOffsets& w, const T* x, size_t rows, const MoeActivations<T>& a,
                          const T* dout, T* dx, T lossScale) {
+  requireExpertGroup();
   const int n = static_cast<int>(rows);
   const size_t c = static_cast<size_t>(config_.width);
   const int experts = config_.experts;
@@ -443,7 +455,7 @@ void Gpt<T>::blockForward(int layer, ActivationArena<T>& arena) {
     a.residual3 = output;
   }
   computeBlock(layer, arena, a);
-  if (a.moe != nullptr) {
+  if (layout_.block(layer).moe) {
     recordMoeStatistics(layer, *a.moe, moeLosses_);
     arena.addAuxiliaryLoss(moeLosses_.balance + moeLosses_.z);
   }

@@ -230,6 +230,8 @@ class Gpt {
   void exchangeMoeRows(const T* send, std::span<const size_t> sendRows, T* receive,
                        std::span<const size_t> receiveRows);
   void recordMoeStatistics(int layer, const MoeActivations<T>& a, AuxiliaryLosses losses);
+  // Aborts for a part that holds some of the experts but has no EP group.
+  void requireExpertGroup() const;
   // Aborts for an MoE block: the split backward is for dense blocks.
   void requireDense(int layer, const char* what) const;
 

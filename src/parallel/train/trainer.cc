@@ -436,7 +436,7 @@ double Trainer::evaluate(const BatchSource& source, int batches) {
     status_ = ccCall(ccAllReduce(&total, &total, 1, ccFloat64, ccSum, mesh_->pp(), nullptr),
                      mesh_->pp(), "pp: all-reduce of the evaluation loss");
   }
-  if (status_.isOk()) status_ = tensorParallelStatus();
+  if (status_.isOk()) status_ = groupStatus();
   if (dataParallel_ && status_.isOk()) status_ = dataParallel_->releaseParameters();
   return total / batches;
 }

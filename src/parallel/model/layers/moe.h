@@ -8,8 +8,10 @@
 // pairs per micro-batch. Pairs claim slots in priority order: every token's first choice, in
 // token order, then every token's second choice, and so on; a pair that finds its expert
 // full is dropped (that expert adds nothing to the token, whose residual passes unchanged).
-// The gates are renormalised over all K choices before dropping, so a dropped choice is
-// simply a missing term.
+// For K > 1 the gates are the K probabilities renormalised to sum to one (GShard's top-2,
+// Mixtral), over all K choices before dropping, so a dropped choice is simply a missing term.
+// For K = 1 the gate is the probability itself, as in the Switch Transformer: renormalised it
+// would be 1, and the router would learn nothing from the model's loss.
 #pragma once
 
 #include <algorithm>
@@ -62,7 +64,8 @@ void routerSoftmax(T* probs, T* lse, const T* logits, size_t tokens, size_t expe
   }
 }
 
-// The top-K choices, the gates [N, K] and the capacity assignment (the drop order above).
+// The top-K choices, the gates [N, K] (renormalised for K > 1) and the capacity assignment
+// (the drop order above).
 template <typename T>
 void route(Routing& r, T* gates, const T* probs, int tokens, int experts, int topK,
            int64_t capacity) {
@@ -85,6 +88,7 @@ void route(Routing& r, T* gates, const T* probs, int tokens, int experts, int to
                       [p](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
     T sum = 0;
     for (size_t c = 0; c < k; ++c) sum += p[order[c]];
+    if (k == 1) sum = 1;  // Switch: the gate is the probability
     for (size_t c = 0; c < k; ++c) {
       r.choice[t * k + c] = order[c];
       gates[t * k + c] = p[order[c]] / sum;
@@ -159,13 +163,17 @@ void routerBackward(T* dlogits, const T* dgates, const T* gates, const T* probs,
     const T* g = gates + t * k;
     const T* dg = dgates + t * k;
     for (size_t i = 0; i < e; ++i) dp[i] = daux[i];
-    // gate_c = p_c / S, S = the sum of the K chosen probabilities.
-    T sum = 0, dot = 0;
-    for (size_t c = 0; c < k; ++c) {
-      sum += p[r.choice[t * k + c]];
-      dot += dg[c] * g[c];
+    if (k == 1) {
+      dp[r.choice[t]] += dg[0];  // gate = p
+    } else {
+      // gate_c = p_c / S, S = the sum of the K chosen probabilities.
+      T sum = 0, dot = 0;
+      for (size_t c = 0; c < k; ++c) {
+        sum += p[r.choice[t * k + c]];
+        dot += dg[c] * g[c];
+      }
+      for (size_t c = 0; c < k; ++c) dp[r.choice[t * k + c]] += (dg[c] - dot) / sum;
     }
-    for (size_t c = 0; c < k; ++c) dp[r.choice[t * k + c]] += (dg[c] - dot) / sum;
     T inner = 0;
     for (size_t i = 0; i < e; ++i) inner += dp[i] * p[i];
     T* out = dlogits + t * e;
