@@ -6,22 +6,24 @@
 # ranks (--ep 1). Per run: median tokens/s over rounds and the ratio to one process. Then
 # one traced ep 2 run: the time of dispatch + combine per step (every all-to-all and
 # all-to-allv on the EP communicator, from CC_TRACE) and its share of the step.
-#   bench/ep_compare.sh [--rounds R] [--steps S] [--experts E] [--top-k K] [--build DIR]
+#   bench/ep_compare.sh [--rounds R] [--steps S] [--experts E] [--top-k K]
+#                       [--capacity-factor X] [--build DIR]
 #
-#   bench/ep_compare.sh --balance [--steps S] [--build DIR]
+#   bench/ep_compare.sh --balance [--steps S] [--experts E] [--top-k K] [--capacity-factor X]
 # instead trains the one-process MoE model for S (200) steps with --aux-loss-coef 0.01 and
 # with 0, and prints both runs' expert imbalance (max / mean tokens per expert, the mean over
 # the MoE blocks) every 20 steps, and the mean of the last 50 steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-rounds=3 steps=20 build=build experts=4 topk=2 balance=0
+rounds=3 steps=20 build=build experts=4 topk=2 capacity=1.25 balance=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --experts) experts=$2; shift 2 ;;
     --top-k) topk=$2; shift 2 ;;
+    --capacity-factor) capacity=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
     --balance) balance=1; shift ;;
     *) echo "ep_compare: unknown argument $1" >&2; exit 2 ;;
@@ -33,7 +35,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 field() { awk -v key="$1" '{ for (i = 1; i < NF; i++) if ($i == key) { print $(i + 1); exit } }'; }
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-model=(--layers 4 --heads 4 --width 256 --seq 128 --batch 8 --vocab 256 --experts "$experts" --top-k "$topk")
+model=(--layers 4 --heads 4 --width 256 --seq 128 --batch 8 --vocab 256 --experts "$experts" --top-k "$topk"
+  --capacity-factor "$capacity")
 
 if [ "$balance" = 1 ]; then
   [ "$steps" = 20 ] && steps=200
@@ -56,7 +59,7 @@ fi
 command -v mpirun >/dev/null || { echo "ep_compare: no mpirun (./scripts/install-deps.sh)" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun=(mpirun --oversubscribe --bind-to none)
-echo "model: ${model[*]} (expert width 4C, capacity 1.25)"
+echo "model: ${model[*]} (expert width 4C)"
 runs=(one ep2 dp2)
 declare -A rates
 for round in $(seq "$rounds"); do
