@@ -54,6 +54,14 @@ TrainOptions moeOptions(int batch, int64_t steps, double capacityFactor) {
   return options;
 }
 
+// A dp x 1 x 1 mesh with experts split over ep of the DP ranks (null, with a failure, if
+// refused).
+std::unique_ptr<Mesh> epMesh(ccComm_t comm, int dp, int ep, const GptConfig& model) {
+  MeshShape shape{dp, 1, 1};
+  shape.ep = ep;
+  return testing::meshFor(comm, shape, model);
+}
+
 struct StepRecord {
   double loss = 0;
   std::vector<MoeStepStatistics> moe;
@@ -102,9 +110,7 @@ TEST_P(ExpertParallelEquivalence, MatchesOneProcessLossAndRoutingEveryStep) {
     {
       TrainOptions options = moeOptions(kRows, kSteps, shape.capacity);
       options.gradAccum = shape.gradAccum;
-      MeshShape mesh{shape.dp, 1, 1};
-      mesh.ep = shape.ep;
-      auto created = testing::meshFor(comm, mesh, options.model);
+      auto created = epMesh(comm, shape.dp, shape.ep, options.model);
       ASSERT_NE(created, nullptr);
       Trainer trainer(options, syntheticFor(options, created->coordinates().dp, shape.dp),
                       created.get());
@@ -161,9 +167,7 @@ TEST(ExpertParallelTraffic, OneStepMovesExactlyTheRoutedRows) {
     ccComm_t comm = context.initComm();
     {
       const TrainOptions options = moeOptions(4, 3, 1.25);
-      MeshShape shape{kEp, 1, 1};
-      shape.ep = kEp;
-      auto mesh = testing::meshFor(comm, shape, options.model);
+      auto mesh = epMesh(comm, kEp, kEp, options.model);
       ASSERT_NE(mesh, nullptr);
       Trainer trainer(options, syntheticFor(options, mesh->coordinates().dp, kEp), mesh.get());
       ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
@@ -232,9 +236,7 @@ TEST(ExpertParallelCheckpoint, Ep2Dp2ResumesOnOneProcess) {
     ccComm_t comm = context.initComm();
     {
       const TrainOptions options = moeOptions(kRows, kSteps, 1.25);
-      MeshShape shape{2, 1, 1};
-      shape.ep = 2;
-      auto mesh = testing::meshFor(comm, shape, options.model);
+      auto mesh = epMesh(comm, 2, 2, options.model);
       ASSERT_NE(mesh, nullptr);
       Trainer trainer(options, syntheticFor(options, mesh->coordinates().dp, 2), mesh.get());
       ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
@@ -284,9 +286,7 @@ TEST(ExpertParallelCheckpoint, OneProcessFileLoadsIntoEp2) {
     ccComm_t comm = context.initComm();
     {
       const TrainOptions options = moeOptions(kRows, kSteps, 1.25);
-      MeshShape shape{2, 1, 1};
-      shape.ep = 2;
-      auto mesh = testing::meshFor(comm, shape, options.model);
+      auto mesh = epMesh(comm, 2, 2, options.model);
       ASSERT_NE(mesh, nullptr);
       Trainer trainer(options, syntheticFor(options, mesh->coordinates().dp, 2), mesh.get());
       ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();

@@ -27,23 +27,9 @@ Status parseInteger(const std::string& flag, const std::string& text, Integer lo
   return Status::ok();
 }
 
-Status parseFloat(const std::string& flag, const std::string& text, float low, float high,
-                  float* out) {
-  char* end = nullptr;
-  const float value = std::strtof(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value)) {
-    return invalidArgument(flag + ": \"" + text + "\" is not a number");
-  }
-  if (value < low || value > high) {
-    return invalidArgument(flag + ": " + text + " is not in [" + std::to_string(low) + ", " +
-                           std::to_string(high) + "]");
-  }
-  *out = value;
-  return Status::ok();
-}
-
-Status parseDouble(const std::string& flag, const std::string& text, double low, double high,
-                   double* out) {
+// A float or double flag (read as a double; a float flag's value is then rounded to it).
+template <typename Real>
+Status parseReal(const std::string& flag, const std::string& text, Real low, Real high, Real* out) {
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value)) {
@@ -53,8 +39,18 @@ Status parseDouble(const std::string& flag, const std::string& text, double low,
     return invalidArgument(flag + ": " + text + " is not in [" + std::to_string(low) + ", " +
                            std::to_string(high) + "]");
   }
-  *out = value;
+  *out = static_cast<Real>(value);
   return Status::ok();
+}
+
+Status parseFloat(const std::string& flag, const std::string& text, float low, float high,
+                  float* out) {
+  return parseReal(flag, text, low, high, out);
+}
+
+Status parseDouble(const std::string& flag, const std::string& text, double low, double high,
+                   double* out) {
+  return parseReal(flag, text, low, high, out);
 }
 
 }  // namespace

@@ -140,7 +140,28 @@ void reorderRows(T* to, const T* from, std::span<const int64_t> counts, size_t s
   }
 }
 
+// The rows expert l (of the held ones) got from every source.
+size_t expertRows(std::span<const int64_t> counts, size_t l, size_t sources, size_t held) {
+  size_t rows = 0;
+  for (size_t j = 0; j < sources; ++j) rows += static_cast<size_t>(counts[j * held + l]);
+  return rows;
+}
+
 }  // namespace
+
+template <typename T>
+void Gpt<T>::setMoeExchangeCounts(const MoeActivations<T>& a, size_t sources, size_t held) {
+  const size_t c = static_cast<size_t>(config_.width);
+  MoeScratch& scratch = moeScratch_;
+  scratch.sendCounts.assign(sources, 0);
+  scratch.receiveCounts.assign(sources, 0);
+  for (size_t j = 0; j < sources; ++j) {
+    for (size_t l = 0; l < held; ++l) {
+      scratch.sendCounts[j] += static_cast<size_t>(a.routing.kept[j * held + l]) * c;
+      scratch.receiveCounts[j] += static_cast<size_t>(a.received[j * held + l]) * c;
+    }
+  }
+}
 
 template <typename T>
 typename Gpt<T>::AuxiliaryLosses Gpt<T>::moeForward(const MoeOffsets& w, const T* x, size_t rows,
@@ -179,14 +200,7 @@ typename Gpt<T>::AuxiliaryLosses Gpt<T>::moeForward(const MoeOffsets& w, const T
   } else {
     expertParallel_->exchangeCounts(a.routing.kept, a.received);
   }
-  scratch.sendCounts.assign(sources, 0);
-  scratch.receiveCounts.assign(sources, 0);
-  for (size_t j = 0; j < sources; ++j) {
-    for (size_t l = 0; l < held; ++l) {
-      scratch.sendCounts[j] += static_cast<size_t>(a.routing.kept[j * held + l]) * c;
-      scratch.receiveCounts[j] += static_cast<size_t>(a.received[j * held + l]) * c;
-    }
-  }
+  setMoeExchangeCounts(a, sources, held);
   size_t received = 0;
   for (size_t count : scratch.receiveCounts) received += count / c;
   scratch.receive.resize(received * c);
@@ -201,8 +215,7 @@ typename Gpt<T>::AuxiliaryLosses Gpt<T>::moeForward(const MoeOffsets& w, const T
   scratch.expertOutput.resize(received * c);
   size_t first = 0;
   for (size_t l = 0; l < held; ++l) {
-    size_t count = 0;
-    for (size_t j = 0; j < sources; ++j) count += static_cast<size_t>(a.received[j * held + l]);
+    const size_t count = expertRows(a.received, l, sources, held);
     if (count == 0) continue;
     const MlpOffsets& expert = w.experts[l];
     const int m = static_cast<int>(count);
@@ -250,15 +263,7 @@ void Gpt<T>::moeBackward(const MoeOffsets& w, const T* x, size_t rows, const Moe
   const T* p = parameters_.data();
   T* g = gradients_.data();
   MoeScratch& scratch = moeScratch_;
-  // The counts of forward, turned around for the return trip.
-  scratch.sendCounts.assign(sources, 0);
-  scratch.receiveCounts.assign(sources, 0);
-  for (size_t j = 0; j < sources; ++j) {
-    for (size_t l = 0; l < held; ++l) {
-      scratch.sendCounts[j] += static_cast<size_t>(a.routing.kept[j * held + l]) * c;
-      scratch.receiveCounts[j] += static_cast<size_t>(a.received[j * held + l]) * c;
-    }
-  }
+  setMoeExchangeCounts(a, sources, held);  // forward's, for the same two trips
   const size_t sent = static_cast<size_t>(a.routing.sent());
   const size_t received = a.expertInput.size() / c;
   // d(each sent row's expert output) = gate x dout of its token; d(gate) = dout . output.
@@ -290,8 +295,7 @@ void Gpt<T>::moeBackward(const MoeOffsets& w, const T* x, size_t rows, const Moe
   scratch.hiddenGelu.resize(received * f);
   size_t first = 0;
   for (size_t l = 0; l < held; ++l) {
-    size_t count = 0;
-    for (size_t j = 0; j < sources; ++j) count += static_cast<size_t>(a.received[j * held + l]);
+    const size_t count = expertRows(a.received, l, sources, held);
     if (count == 0) continue;
     const MlpOffsets& expert = w.experts[l];
     const int m = static_cast<int>(count);

@@ -230,6 +230,9 @@ class Gpt {
   void exchangeMoeRows(const T* send, std::span<const size_t> sendRows, T* receive,
                        std::span<const size_t> receiveRows);
   void recordMoeStatistics(int layer, const MoeActivations<T>& a, AuxiliaryLosses losses);
+  // The scratch's element counts per EP rank of the dispatch (sendCounts: the kept rows to
+  // each rank's experts) and of what arrives (receiveCounts); the combine swaps them.
+  void setMoeExchangeCounts(const MoeActivations<T>& a, size_t sources, size_t held);
   // Aborts for a part that holds some of the experts but has no EP group.
   void requireExpertGroup() const;
   // Aborts for an MoE block: the split backward is for dense blocks.
