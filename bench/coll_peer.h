@@ -7,7 +7,8 @@
 // CPU, so while cc or another peer measures a row, this one is not competing for the
 // cores. End of file (cc-bench closed the gate or died) ends the program.
 //
-// Rank 0 prints "row,<rowBytes>,<oop us>,<oop wrong>,<ip us>,<ip wrong>" after each row
+// Rank 0 prints "row,<rowBytes>,<oop us>,<oop wrong>,<ip us>,<ip wrong>,<oop p50>,<oop p99>,
+// <oop worst>,<ip p50>,<ip p99>,<ip worst>" (microseconds, the slowest rank's calls) after each row
 // (see coll_rules.h). Times are the average over iterations of the slowest rank's time.
 #pragma once
 
@@ -197,8 +198,8 @@ inline Placement placementFor(Collective c, bool inPlace, const Shape& s, DataTy
 //   void maxToRoot(std::vector<double>&);   // element-wise max over ranks, on rank 0
 //   uint64_t sumToRoot(uint64_t);           // sum over ranks, on rank 0
 template <typename Backend>
-double timeRow(Backend& backend, const PeerOptions& options, const Shape& shape, bool inPlace,
-               Placement at) {
+CallTimes timeRow(Backend& backend, const PeerOptions& options, const Shape& shape, bool inPlace,
+                  Placement at) {
   int iterations = iterationsFor(options.iterations, shape.rowBytes);
   int warmup = warmupFor(options.warmup, iterations);
   backend.prepare(inPlace, shape, at);
@@ -212,9 +213,7 @@ double timeRow(Backend& backend, const PeerOptions& options, const Shape& shape,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   backend.maxToRoot(seconds);
-  double total = 0;
-  for (double s : seconds) total += s;
-  return total / iterations * 1e6;
+  return summarizeCalls(std::move(seconds));
 }
 
 template <typename Backend>
@@ -251,7 +250,7 @@ int runRows(Backend& backend, const PeerOptions& options, int rank, int nranks) 
   }
   for (const Shape& shape : shapes) {
     if (!gate.wait()) return 0;
-    double times[2] = {-1, -1};
+    CallTimes times[2];
     int64_t wrong[2] = {-1, -1};
     for (int place = 0; place < 2; ++place) {
       bool inPlace = place == 1;
@@ -262,8 +261,10 @@ int runRows(Backend& backend, const PeerOptions& options, int rank, int nranks) 
       wrong[place] = checkRow(backend, options, shape, inPlace, at, rank, nranks);
     }
     if (rank == 0) {
-      std::printf("%s%zu,%.3f,%lld,%.3f,%lld\n", kRowPrefix, shape.rowBytes, times[0],
-                  static_cast<long long>(wrong[0]), times[1], static_cast<long long>(wrong[1]));
+      std::printf("%s%zu,%.3f,%lld,%.3f,%lld,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", kRowPrefix,
+                  shape.rowBytes, times[0].meanUs, static_cast<long long>(wrong[0]),
+                  times[1].meanUs, static_cast<long long>(wrong[1]), times[0].p50Us, times[0].p99Us,
+                  times[0].worstUs, times[1].p50Us, times[1].p99Us, times[1].worstUs);
       std::fflush(stdout);
     }
   }

@@ -106,6 +106,30 @@ inline bool reduces(Collective c) {
   return c == Collective::AllReduce || c == Collective::ReduceScatter || c == Collective::Reduce;
 }
 
+// One placement's per-call times (the slowest rank's, per iteration), in microseconds: the
+// mean nccl-tests prints, and the tail a latency mode adds.
+struct CallTimes {
+  double meanUs = -1, p50Us = -1, p99Us = -1, worstUs = -1;
+};
+
+// From per-iteration seconds; p50 and p99 are the nearest-rank percentiles.
+inline CallTimes summarizeCalls(std::vector<double> seconds) {
+  CallTimes t;
+  if (seconds.empty()) return t;
+  std::sort(seconds.begin(), seconds.end());
+  double total = 0;
+  for (double s : seconds) total += s;
+  auto rank = [&](double q) {
+    size_t index = static_cast<size_t>(std::ceil(q * static_cast<double>(seconds.size())));
+    return seconds[std::min(seconds.size(), std::max<size_t>(index, 1)) - 1] * 1e6;
+  };
+  t.meanUs = total / static_cast<double>(seconds.size()) * 1e6;
+  t.p50Us = rank(0.50);
+  t.p99Us = rank(0.99);
+  t.worstUs = seconds.back() * 1e6;
+  return t;
+}
+
 inline bool rooted(Collective c) { return c == Collective::Broadcast || c == Collective::Reduce; }
 
 // All-to-all has no in-place form in cc (NCCL has none either); send/recv in place would

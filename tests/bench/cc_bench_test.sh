@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cc-bench's collective subcommands, end to end: every collective runs with -c 1, exits 0,
 # reports no wrong element, prints one table row per size of the sweep, and --json, --csv
-# and --plot write files that parse. With --peers (or CC_BENCH_TEST_PEERS=1) the Open MPI
+# and --plot write files that parse; --latency --busy 1 prints the per-call table with the
+# load. With --peers (or CC_BENCH_TEST_PEERS=1) the Open MPI
 # and Gloo peers join a short run and their rows must be checked and right too.
 #
 #   tests/bench/cc_bench_test.sh BUILD_BIN_DIR [--peers]
@@ -62,6 +63,18 @@ run allreduce_int8_max 4 allreduce -np 3 -b 8 -e 512 -f 4 -d int8 -o max -c 1
 run allreduce_bf16_avg 4 allreduce -np 2 -b 8 -e 512 -f 4 -d bfloat16 -o avg -c 1
 run allreduce_stream 4 allreduce -np 2 -b 8 -e 512 -f 4 -c 1 --stream
 
+# --latency --busy 1: the per-call table has one row per size, p50 <= p99 <= worst, the
+# preamble says the load was there, and no busy process outlives the run.
+run allreduce_latency 4 allreduce -np 2 -b 8 -e 512 -f 4 -n 50 -c 1 --latency --busy 1
+latency_rows=$(awk '/^# per-call time/ { on = 1; next } on && /^ *[0-9]/' "$work/allreduce_latency.txt")
+[[ $(echo "$latency_rows" | grep -c .) -eq 4 ]] || fail "latency: $(echo "$latency_rows" | grep -c .) rows, expected 4"
+echo "$latency_rows" | awk 'NF != 4 || $2 > $3 || $3 > $4 { bad = 1 } END { exit bad }' ||
+  fail "latency: rows not 'size p50 p99 worst' in order: $latency_rows"
+grep -q '^# load: 1 busy process' "$work/allreduce_latency.txt" || fail "latency: no '# load:' line"
+sleep 0.5
+if pgrep -f -- "-n 50 -c 1 --latency --busy 1" >/dev/null; then fail "a busy process outlived cc-bench"; fi
+echo "ok: --latency --busy 1"
+
 python3 - "$work/ar.json" "$work/ar.csv" "$work/ar.svg" <<'EOF' || fail "json/csv/svg files"
 import csv, json, sys
 import xml.etree.ElementTree as ET
@@ -82,7 +95,10 @@ print("ok: json, csv, svg")
 EOF
 
 if [[ $peers == 1 ]]; then
-  run allreduce_peers 6 allreduce -np 2 -b 8 -e 1M -f 16 -c 1 --peer mpi,gloo --json "$work/peers.json"
+  run allreduce_peers 6 allreduce -np 2 -b 8 -e 1M -f 16 -c 1 --peer mpi,gloo --json "$work/peers.json" --latency
+  # The peers report their per-call tails too: 1 + 3 x 3 numeric columns per size.
+  awk '/^# per-call time/ { on = 1; next } on && /^ *[0-9]/ { rows++; if (NF != 10 || $0 ~ /N\/A/) bad = 1 }
+       END { exit bad || rows != 6 }' "$work/allreduce_peers.txt" || fail "peers: latency table"
   python3 - "$work/peers.json" <<'EOF' || fail "peer rows"
 import json, sys
 rows = json.load(open(sys.argv[1]))

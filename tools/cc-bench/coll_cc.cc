@@ -121,9 +121,7 @@ Timing gatherTiming(std::vector<double> samples, int64_t wrong, int rank, int nr
     for (size_t i = 0; i + 1 < count; ++i) slowest[i] = std::max(slowest[i], theirs[i]);
     if (totalWrong >= 0) totalWrong += static_cast<int64_t>(theirs[count - 1]);
   }
-  double total = 0;
-  for (double t : slowest) total += t;
-  return {true, total / static_cast<double>(slowest.size()) * 1e6, totalWrong};
+  return timingOf(coll::summarizeCalls(std::move(slowest)), totalWrong);
 }
 
 }  // namespace

@@ -2,8 +2,13 @@
 #include "coll_command.h"
 
 #include <fmt/core.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -32,6 +37,10 @@ void printPreamble(const CollOptions& o, bool underMpirun, int nranks,
                    : "ccStream_t, synchronized after the loop");
   fmt::print("# time: average over iterations of the slowest rank; GB = 1e9 B; bus factor {:.3f}\n",
              coll::busFactor(o.collective, nranks));
+  if (o.busy > 0) {
+    fmt::print("# load: {} busy process(es) (a spinning loop each) beside every system's ranks\n",
+               o.busy);
+  }
   if (!peers.empty()) {
     std::string names;
     for (const PeerRun* p : peers) names += (names.empty() ? "" : ", ") + p->rows().name;
@@ -51,6 +60,7 @@ int64_t report(CollReport& report, std::vector<std::unique_ptr<PeerRun>>& peers)
   }
   printPeerTables(report, stdout);
   printComparison(report, stdout);
+  if (o.latency) printLatency(report, stdout);
   std::fflush(stdout);
   std::string error;
   if (!o.jsonPath.empty() && !writeCollJson(report, o.jsonPath, error)) failRank(error);
@@ -58,6 +68,35 @@ int64_t report(CollReport& report, std::vector<std::unique_ptr<PeerRun>>& peers)
   if (!o.plotPath.empty() && !writeCollSvg(report, o.plotPath, error)) failRank(error);
   return wrong;
 }
+
+// --busy N: processes that spin until killed (or until cc-bench dies: the parent-death
+// signal), started before the ranks and the peers and stopped after them.
+class BusyProcesses {
+ public:
+  explicit BusyProcesses(int count) {
+    for (int i = 0; i < count; ++i) {
+      const pid_t parent = getpid();
+      const pid_t pid = fork();
+      if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(0);
+        volatile unsigned long spin = 0;
+        for (;;) spin = spin + 1;
+      }
+      if (pid > 0) pids_.push_back(pid);
+    }
+  }
+  ~BusyProcesses() {
+    for (pid_t pid : pids_) kill(pid, SIGKILL);
+    for (pid_t pid : pids_) waitpid(pid, nullptr, 0);
+  }
+  BusyProcesses(const BusyProcesses&) = delete;
+  BusyProcesses& operator=(const BusyProcesses&) = delete;
+  size_t size() const { return pids_.size(); }
+
+ private:
+  std::vector<pid_t> pids_;
+};
 
 }  // namespace
 
@@ -156,7 +195,19 @@ int runCollCommand(const CollOptions& options) {
   };
   program.finish = [](int) {};
 
-  return underMpirun ? runUnderMpirun(program) : runForked(options.nranks, program);
+  if (underMpirun && options.busy > 0) {
+    std::fprintf(stderr,
+                 "cc-bench: --busy is ignored under mpirun (start the busy processes beside "
+                 "mpirun, or run cc-bench by hand)\n");
+  }
+  if (underMpirun) return runUnderMpirun(program);
+  BusyProcesses busy(options.busy);
+  if (static_cast<int>(busy.size()) != options.busy) {
+    std::fprintf(stderr, "cc-bench: --busy %d: fork failed: %s\n", options.busy,
+                 std::strerror(errno));
+    return 1;
+  }
+  return runForked(options.nranks, program);
 }
 
 }  // namespace cc::bench

@@ -11,7 +11,7 @@ const char* const kCollUsage =
     "usage: cc-bench allreduce|allgather|reducescatter|broadcast|reduce|alltoall|sendrecv\n"
     "         [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-d TYPE] [-o OP] [-r ROOT] [-n ITERS]\n"
     "         [-w WARMUP] [-c 0|1] [-z 0|1] [--stream] [-np N] [--peer mpi|gloo|mpi,gloo]\n"
-    "         [--json FILE] [--csv FILE] [--plot FILE.svg]\n"
+    "         [--json FILE] [--csv FILE] [--plot FILE.svg] [--latency] [--busy N]\n"
     "  nccl-tests' table for one collective: per size, out-of-place then in-place time (us,\n"
     "  average over iterations of the slowest rank), algbw and busbw (GB/s, 1e9 B) and the\n"
     "  number of wrong elements; then the average bus bandwidth.\n"
@@ -26,7 +26,11 @@ const char* const kCollUsage =
     "  --peer mpi runs the same sweep through Open MPI (ompi-coll under mpirun), --peer gloo\n"
     "  through Gloo (gloo-coll, TCP on 127.0.0.1), interleaved with cc size by size; their\n"
     "  tables follow cc's, then a comparison (busbw ratios, times).\n"
-    "  --json, --csv: every row of every system; --plot: busbw against size as SVG.\n";
+    "  --json, --csv: every row of every system; --plot: busbw against size as SVG.\n"
+    "  --latency: a table of the median, 99th-percentile and worst call per size (the\n"
+    "  slowest rank's, out of place) for cc and each peer; use a large -n.\n"
+    "  --busy N: N busy processes (a spinning loop each) run beside the ranks for the whole\n"
+    "  sweep, cc's rows and the peers' alike: training's compute threads on the same cores.\n";
 
 namespace {
 
@@ -49,6 +53,10 @@ std::optional<CollOptions> parseCollOptions(coll::Collective collective,
     std::string_view flag = args[i];
     if (flag == "--stream") {
       options.useStream = true;
+      continue;
+    }
+    if (flag == "--latency") {
+      options.latency = true;
       continue;
     }
     if (i + 1 >= args.size()) {
@@ -100,6 +108,10 @@ std::optional<CollOptions> parseCollOptions(coll::Collective collective,
         }
         rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
       }
+    } else if (flag == "--busy") {
+      std::optional<int> count = parseInt(value, 0, 64);
+      if (!count) return bad();
+      options.busy = *count;
     } else if (flag == "--json") {
       options.jsonPath = std::string(value);
     } else if (flag == "--csv") {

@@ -32,6 +32,8 @@ struct CollOptions {
   std::string jsonPath;   // --json FILE
   std::string csvPath;    // --csv FILE
   std::string plotPath;   // --plot FILE.svg
+  bool latency = false;   // --latency: p50, p99 and the worst call per size, every system
+  int busy = 0;           // --busy N: N busy processes beside the ranks for the whole run
 };
 
 // Parses the arguments after the collective's name. On a bad line, returns nullopt and

@@ -209,10 +209,12 @@ bool PeerRun::step(const coll::Shape& shape) {
       continue;
     }
     unsigned long long bytes = 0;
-    double times[2] = {0, 0};
+    coll::CallTimes times[2];
     long long wrong[2] = {0, 0};
-    if (std::sscanf(line->c_str() + std::strlen(coll::kRowPrefix), "%llu,%lf,%lld,%lf,%lld", &bytes,
-                    &times[0], &wrong[0], &times[1], &wrong[1]) != 5) {
+    if (std::sscanf(line->c_str() + std::strlen(coll::kRowPrefix),
+                    "%llu,%lf,%lld,%lf,%lld,%lf,%lf,%lf,%lf,%lf,%lf", &bytes, &times[0].meanUs,
+                    &wrong[0], &times[1].meanUs, &wrong[1], &times[0].p50Us, &times[0].p99Us,
+                    &times[0].worstUs, &times[1].p50Us, &times[1].p99Us, &times[1].worstUs) != 11) {
       fail(fmt::format("it printed a row cc-bench cannot read: '{}'", *line));
       return false;
     }
@@ -222,8 +224,8 @@ bool PeerRun::step(const coll::Shape& shape) {
     }
     CollRow row;
     row.shape = shape;
-    row.outOfPlace = {times[0] >= 0, times[0], wrong[0]};
-    row.inPlace = {times[1] >= 0, times[1], wrong[1]};
+    row.outOfPlace = timingOf(times[0], wrong[0]);
+    row.inPlace = timingOf(times[1], wrong[1]);
     rows_.rows.push_back(row);
     return true;
   }

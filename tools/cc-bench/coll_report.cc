@@ -14,6 +14,17 @@
 
 namespace cc::bench {
 
+Timing timingOf(const coll::CallTimes& times, int64_t wrong) {
+  Timing timing;
+  timing.measured = times.meanUs >= 0;
+  timing.timeUs = times.meanUs;
+  timing.wrong = wrong;
+  timing.p50Us = times.p50Us;
+  timing.p99Us = times.p99Us;
+  timing.worstUs = times.worstUs;
+  return timing;
+}
+
 double algBandwidth(const coll::Shape& shape, const Timing& timing) {
   if (!timing.measured || timing.timeUs <= 0) return 0;
   return static_cast<double>(shape.rowBytes) / (timing.timeUs * 1e-6) / 1e9;
@@ -173,6 +184,39 @@ int64_t printCollFooter(const CollReport& report, const SystemRows& system, std:
   }
   fmt::print(out, "# Avg bus bandwidth    : {:.4f}\n", busCount > 0 ? busSum / busCount : 0.0);
   return wrong;
+}
+
+void printLatency(const CollReport& report, std::FILE* out) {
+  std::vector<const SystemRows*> systems;
+  for (const SystemRows& system : report.systems) {
+    if (!system.rows.empty()) systems.push_back(&system);
+  }
+  if (systems.empty()) return;
+  fmt::print(out,
+             "#\n# per-call time, out of place (us; the slowest rank's calls): p50, p99 and the "
+             "worst of each size's iterations\n");
+  std::string header = fmt::format("#{:>11}", "size(B)");
+  for (const SystemRows* s : systems) {
+    header += fmt::format("  {:>10}  {:>10}  {:>10}", s->name + "-p50", s->name + "-p99",
+                          s->name + "-worst");
+  }
+  fmt::print(out, "{}\n", header);
+  for (const CollRow& row : systems.front()->rows) {
+    std::string line = fmt::format("{:>12}", row.shape.rowBytes);
+    for (const SystemRows* s : systems) {
+      const Timing* timing = nullptr;
+      for (const CollRow& theirs : s->rows) {
+        if (theirs.shape.rowBytes == row.shape.rowBytes) timing = &theirs.outOfPlace;
+      }
+      if (timing == nullptr || !timing->measured || timing->p50Us < 0) {
+        line += fmt::format("  {:>10}  {:>10}  {:>10}", "N/A", "N/A", "N/A");
+        continue;
+      }
+      line += fmt::format("  {:>10}  {:>10}  {:>10}", formatTime(timing->p50Us),
+                          formatTime(timing->p99Us), formatTime(timing->worstUs));
+    }
+    fmt::print(out, "{}\n", line);
+  }
 }
 
 void printPeerTables(const CollReport& report, std::FILE* out) {

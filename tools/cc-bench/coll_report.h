@@ -20,7 +20,12 @@ struct Timing {
   bool measured = false;  // false: no in-place form, or the system did not run it
   double timeUs = 0;      // average over iterations of the slowest rank
   int64_t wrong = -1;     // wrong elements over all ranks; -1: not checked
+  // The slowest rank's per-call times: median, 99th percentile, worst (--latency).
+  double p50Us = -1, p99Us = -1, worstUs = -1;
 };
+
+// A Timing from the slowest rank's per-call times (and the wrong count).
+Timing timingOf(const coll::CallTimes& times, int64_t wrong);
 
 struct CollRow {
   coll::Shape shape;
@@ -53,6 +58,8 @@ int64_t printCollFooter(const CollReport& report, const SystemRows& system, std:
 // The peers' tables and the comparison with cc (nothing without a peer that has rows).
 void printPeerTables(const CollReport& report, std::FILE* out);
 void printComparison(const CollReport& report, std::FILE* out);
+// --latency: per size, every system's p50, p99 and worst call, out of place.
+void printLatency(const CollReport& report, std::FILE* out);
 
 // False, with `error` set, when the file cannot be written.
 bool writeCollJson(const CollReport& report, const std::string& path, std::string& error);
