@@ -26,6 +26,9 @@ dist.all_reduce(t)
 assert t.tolist() == [0.0, 1.0, 2.0, 3.0]
 dist.destroy_process_group()
 '
-  ldd "$prefix"/lib/python3/dist-packages/cc_torch/_C*.so | grep -q "=> $prefix/lib/python3/dist-packages/cc_torch/../../../libcc.so"
+  # Not `ldd | grep -q`: grep -q exits at the first match, and under pipefail the SIGPIPE
+  # that ldd may then take fails the test (it did, once, in CI).
+  libraries=$(ldd "$prefix"/lib/python3/dist-packages/cc_torch/_C*.so)
+  grep -qF "=> $prefix/lib/python3/dist-packages/cc_torch/../../../libcc.so" <<< "$libraries"
 fi
 echo "install test: ok"
