@@ -14,6 +14,7 @@ quick=0
 
 ./scripts/install-deps.sh
 ./scripts/check-format.sh
+./scripts/check-layers.sh
 
 # Tests use loopback only; mpirun may run as root here (CI does).
 export CC_SOCKET_IFNAME=lo

@@ -19,29 +19,21 @@
 // go one-shot: everyone exports everything and every rank reduces everything, one
 // synchronisation instead of two.
 //
-// Waiting spins, then yields, then sleeps on the rank's doorbell, and gives up on
-// abort, on a peer that died (its shm socket hung up), on a peer that reported a failure
-// through its flags (a mismatched call), or after CC_TIMEOUT_MS.
+// Waiting is comm::Waiter's (comm/wait.h: spin, then sleep on the rank's doorbell),
+// and gives up on abort, on a peer that died (its shm socket hung up), on a peer that
+// reported a failure through its flags (a mismatched call), or when no peer published
+// anything for CC_TIMEOUT_MS.
 #include "collectives/direct.h"
-
-#include <immintrin.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 
+#include "comm/wait.h"
 #include "core/log.h"
-#include "transport/shm/doorbell.h"
 
 namespace cc::collectives {
 namespace {
-
-using transport::shm::DoorbellWord;
-
-constexpr int64_t kPeerCheckNanos = 5'000'000;
-constexpr int64_t kPureSpinNanos = 2000;
-constexpr int64_t kSleepSliceMicros = 10000;
 
 enum Flag : size_t { kReady = 0, kReduced = 1, kReleased = 2, kFailed = 3 };
 
@@ -221,45 +213,41 @@ class Direct {
 
   template <typename WordOf>
   Status waitOn(WordOf wordOf, uint64_t round, int peer, const char* what) {
-    if (arrived(wordOf, round, peer)) return Status::ok();
-    const Config& config = comm_.config();
-    const int64_t start = nowNanos();
-    int64_t lastCheck = start;
-    DoorbellWord& bell = comm_.doorbellOf(me_);
+    int missing = missingPeers(wordOf, round, peer);
+    if (missing == 0) return Status::ok();
+    comm::Waiter waiter(comm_);
     while (true) {
-      for (int spin = 0; spin < 32; ++spin) {
-        if (arrived(wordOf, round, peer)) return Status::ok();
-        _mm_pause();
-      }
       if (comm_.aborted()) return fail(invalidUsage("communicator was aborted by ccCommAbort"));
-      int64_t now = nowNanos();
-      if (now - lastCheck > kPeerCheckNanos) {
-        lastCheck = now;
-        CC_TRY(checkPeers(wordOf, round, peer));
+      switch (waiter.idle()) {
+        case comm::WaitStep::kLookAgain:
+          break;
+        case comm::WaitStep::kCheckPeers:
+          CC_TRY(checkPeers(wordOf, round, peer));
+          break;
+        case comm::WaitStep::kTimedOut:
+          return fail(timeoutError(
+              fmt::format("nothing moved for {} ms (CC_TIMEOUT_MS) in direct {}: waiting for {} "
+                          "to publish round {} ({})",
+                          waiter.timeoutMs(), collectiveName(ctx_.args().kind),
+                          laggards(wordOf, round, peer), round, what)));
+        case comm::WaitStep::kSleep:
+          comm::sleepOnDoorbell(comm_, waiter.sliceMicros(),
+                                [&] { return missingPeers(wordOf, round, peer) < missing; });
+          break;
       }
-      if (now - start > config.timeoutMs * 1'000'000) {
-        return fail(timeoutError(
-            fmt::format("nothing moved for {} ms (CC_TIMEOUT_MS) in direct {}: waiting for {} to "
-                        "publish round {} ({})",
-                        config.timeoutMs, collectiveName(ctx_.args().kind),
-                        laggards(wordOf, round, peer), round, what)));
+      int now = missingPeers(wordOf, round, peer);
+      if (now == 0) return Status::ok();
+      if (now < missing) {
+        // A peer arrived: that is progress, and the timeout starts again.
+        missing = now;
+        waiter.progressed();
       }
-      if (now - start < config.spinMicros * 1000) {
-        if (now - start > kPureSpinNanos) sched_yield();
-        continue;
-      }
-      uint32_t observed = transport::shm::prepareToSleep(bell);
-      if (arrived(wordOf, round, peer)) {
-        transport::shm::cancelSleep(bell);
-        return Status::ok();
-      }
-      transport::shm::sleep(bell, observed, kSleepSliceMicros);
     }
   }
 
   void ringPeers() {
     for (int peer = 0; peer < n_; ++peer) {
-      if (peer != me_) transport::shm::ring(comm_.doorbellOf(peer));
+      if (peer != me_) comm_.ring(peer);
     }
   }
 
@@ -267,7 +255,7 @@ class Direct {
     // Tell the peers, so that they stop waiting for this rank at once.
     control(me_).flags[kFailed].value.store(1, std::memory_order_seq_cst);
     for (int peer = 0; peer < n_; ++peer) {
-      if (peer != me_) transport::shm::ringAlways(comm_.doorbellOf(peer));
+      if (peer != me_) comm_.wake(peer);
     }
     if (!comm_.aborted()) comm_.markBroken(status);
     return status;
@@ -287,13 +275,16 @@ class Direct {
     }
   }
 
+  // How many of the ranks waited for (`peer`, or every other rank) have not yet
+  // published `round`.
   template <typename WordOf>
-  bool arrived(WordOf& wordOf, uint64_t round, int peer) const {
-    if (peer >= 0) return wordOf(peer).load(std::memory_order_seq_cst) >= round;
+  int missingPeers(WordOf& wordOf, uint64_t round, int peer) const {
+    if (peer >= 0) return wordOf(peer).load(std::memory_order_seq_cst) < round ? 1 : 0;
+    int missing = 0;
     for (int p = 0; p < n_; ++p) {
-      if (p != me_ && wordOf(p).load(std::memory_order_seq_cst) < round) return false;
+      missing += p != me_ && wordOf(p).load(std::memory_order_seq_cst) < round;
     }
-    return true;
+    return missing;
   }
 
   template <typename WordOf>

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "comm/wait.h"
 #include "core/bootstrap.h"
 #include "core/log.h"
 #include "transport/shm/channel.h"
@@ -108,7 +109,12 @@ Result<std::shared_ptr<Communicator>> Communicator::create(const wire::UniqueIdC
   int64_t startNs = nowNanos();
   CC_ASSIGN_OR_RETURN(std::vector<wire::PeerInfo> peers,
                       bootstrap::exchangePeerInfo(id, nranks, self, config));
-  for (const wire::PeerInfo& peer : peers) comm->hosts_.push_back(peer.hostHash);
+  int ranksHere = 0;
+  for (const wire::PeerInfo& peer : peers) {
+    comm->hosts_.push_back(peer.hostHash);
+    ranksHere += peer.hostHash == self.hostHash;
+  }
+  noteRanksOnHost(ranksHere);
   int64_t bootstrapNs = nowNanos();
   CC_TRY(comm->connectPeers(peers, id.secret, std::move(tcpListener), std::move(unixListener)));
   comm->collectSharedRegions();

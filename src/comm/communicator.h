@@ -80,11 +80,12 @@ class Communicator {
 
   // Memory shared with the ranks on this host (collectives/direct.cc decides what goes
   // in it): a rank's region after its doorbell page, null for ranks reached over the
-  // network, and the doorbell to ring after writing there.
+  // network.
   std::byte* sharedRegion(int rank) const { return regions_[static_cast<size_t>(rank)]; }
-  transport::shm::DoorbellWord& doorbellOf(int rank) const {
-    return *bells_[static_cast<size_t>(rank)];
-  }
+  // After writing to shared memory with a seq_cst store: wakes `rank` if it sleeps
+  // waiting (one load when it does not). wake() wakes it whatever it is doing (failure).
+  void ring(int rank) const { transport::shm::ring(*bells_[static_cast<size_t>(rank)]); }
+  void wake(int rank) const { transport::shm::ringAlways(*bells_[static_cast<size_t>(rank)]); }
   // Which ranks share a host: equal values, equal host (hostname + boot id + network
   // namespace, or CC_HOSTNAME).
   uint64_t hostOf(int rank) const { return hosts_[static_cast<size_t>(rank)]; }

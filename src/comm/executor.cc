@@ -1,12 +1,11 @@
 #include "comm/executor.h"
 
-#include <immintrin.h>
-#include <sched.h>
 #include <sys/epoll.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "comm/wait.h"
 #include "core/log.h"
 
 namespace cc::comm {
@@ -14,17 +13,6 @@ namespace {
 
 using transport::Progress;
 using transport::Transfer;
-
-// A sleeping waiter wakes at least this often to check abort, deadlines and peers.
-constexpr int64_t kSliceMicros = 10000;
-// With several communicators or transports in one call there is no single thing to
-// sleep on, so the slices are short.
-constexpr int64_t kShortSliceMicros = 500;
-constexpr int64_t kPeerCheckNanos = 5'000'000;
-// Spinning starts with pause instructions; after this long it also yields the CPU at
-// times, so that a peer sharing this core (ranks outnumbering cores) gets to run.
-constexpr int64_t kPureSpinNanos = 2000;
-constexpr int64_t kRoundsPerClockRead = 32;
 
 struct Pending {
   PointToPoint* op;
@@ -193,13 +181,7 @@ Status execute(std::span<PointToPoint> ops) {
   }
 
   Communicator* primary = comms.front();
-  const Config& config = primary->config();
-  const int64_t timeoutNs = config.timeoutMs * 1'000'000;
-  const int64_t spinNs = config.spinMicros * 1000;
-  const bool several = comms.size() > 1 || (anyShm && anyTcp);
-  int64_t lastProgressNs = startNs;
-  int64_t lastPeerCheckNs = startNs;
-  int64_t idleSinceNs = -1;
+  Waiter waiter(*primary, comms.size() > 1 || (anyShm && anyTcp));
   size_t remaining = pending.size();
 
   auto fail = [&](Status status, const Pending* culprit) -> Status {
@@ -268,7 +250,7 @@ Status execute(std::span<PointToPoint> ops) {
     return moved;
   };
 
-  int64_t idleRounds = 0;
+  bool startsRecorded = startNs != 0;  // tracing gave them their start already
   while (remaining > 0) {
     bool moved = progressAll();
     if (failed != nullptr) return fail(failure, failed);
@@ -279,86 +261,69 @@ Status execute(std::span<PointToPoint> ops) {
         return fail(invalidUsage("communicator was aborted by ccCommAbort"), firstPending());
     }
     if (moved) {
-      idleSinceNs = -1;
+      waiter.progressed();
       continue;
     }
-    // Between clock reads, spin on one pause: a message is seen within a few tens of
-    // nanoseconds (a pause costs up to ~65 cycles on Zen; a clock read under KVM more).
-    if (idleSinceNs >= 0 && ++idleRounds % kRoundsPerClockRead != 0) {
-      _mm_pause();
-      continue;
+    WaitStep step = waiter.idle();
+    if (!startsRecorded && waiter.waitingSinceNs() != 0) {
+      // First wait of this call: from now on the flight recorder can say how long.
+      startsRecorded = true;
+      for (const Queue& queue : queues) {
+        for (size_t i = queue.next; i < queue.end; ++i) {
+          pending[i].op->comm->recorder().setStart(pending[i].sequence, waiter.waitingSinceNs());
+        }
+      }
     }
-    int64_t now = nowNanos();
-    if (idleSinceNs < 0) {
-      // Nothing moved in this pass, but the last one did.
-      if (lastProgressNs == 0) {
-        // First wait of this call: from now on the flight recorder can say how long.
-        for (const Queue& queue : queues) {
-          for (size_t i = queue.next; i < queue.end; ++i) {
-            pending[i].op->comm->recorder().setStart(pending[i].sequence, now);
+    switch (step) {
+      case WaitStep::kLookAgain:
+        break;
+      case WaitStep::kTimedOut:
+        return fail(
+            timeoutError(fmt::format("nothing moved for {} ms (CC_TIMEOUT_MS); still waiting on",
+                                     waiter.timeoutMs())),
+            firstPending());
+      case WaitStep::kCheckPeers:
+        for (Queue& queue : queues) {
+          if (queue.next == queue.end) continue;
+          Status alive = queue.channel->checkPeer();
+          if (alive.isOk()) continue;
+          // The peer may have published its last bytes and then exited: look once more.
+          if (progressAll()) {
+            waiter.progressed();
+            break;
+          }
+          if (failed != nullptr) return fail(failure, failed);
+          return fail(alive, &pending[queue.next]);
+        }
+        break;
+      case WaitStep::kSleep: {
+        // Sleep until a peer rings, a socket is ready, or the slice ends.
+        bool maySleep = true;
+        for (Queue& queue : queues) {
+          if (queue.next < queue.end && !queue.channel->isSharedMemory()) {
+            maySleep = queue.channel->readyToSleep() && maySleep;
           }
         }
-        lastPeerCheckNs = now;
-      }
-      idleSinceNs = now;
-      lastProgressNs = now;
-      idleRounds = 0;
-    }
-    if (now - lastProgressNs > timeoutNs) {
-      return fail(
-          timeoutError(fmt::format("nothing moved for {} ms (CC_TIMEOUT_MS); still waiting on",
-                                   config.timeoutMs)),
-          firstPending());
-    }
-    if (now - lastPeerCheckNs > kPeerCheckNanos) {
-      lastPeerCheckNs = now;
-      for (Queue& queue : queues) {
-        if (queue.next == queue.end) continue;
-        Status alive = queue.channel->checkPeer();
-        if (alive.isOk()) continue;
-        // The peer may have published its last bytes and then exited: look once more.
-        if (progressAll()) break;
-        if (failed != nullptr) return fail(failure, failed);
-        return fail(alive, &pending[queue.next]);
-      }
-      continue;
-    }
-    if (now - idleSinceNs < spinNs) {
-      if (now - idleSinceNs > kPureSpinNanos) sched_yield();
-      continue;
-    }
-    // Sleep until a peer rings, a socket is ready, or the slice ends.
-    int64_t slice = several ? kShortSliceMicros : kSliceMicros;
-    bool maySleep = true;
-    for (Queue& queue : queues) {
-      if (queue.next < queue.end && !queue.channel->isSharedMemory()) {
-        maySleep = queue.channel->readyToSleep() && maySleep;
-      }
-    }
-    if (!maySleep) continue;
-    if (anyShm) {
-      transport::shm::DoorbellWord& bell = primary->doorbell();
-      uint32_t observed = transport::shm::prepareToSleep(bell);
-      bool movedNow = progressAll();
-      if (failed != nullptr) {
-        transport::shm::cancelSleep(bell);
-        return fail(failure, failed);
-      }
-      if (movedNow) {
-        transport::shm::cancelSleep(bell);
-        idleSinceNs = -1;
-        continue;
-      }
-      if (anyTcp) {
-        epoll_event events[16];
-        for (Communicator* comm : comms) epoll_wait(comm->epollFd(), events, 16, 0);
-      }
-      transport::shm::sleep(bell, observed, slice);
-    } else if (anyTcp) {
-      epoll_event events[16];
-      epoll_wait(primary->epollFd(), events, 16, static_cast<int>(slice / 1000));
-      for (Communicator* comm : comms) {
-        if (comm != primary) epoll_wait(comm->epollFd(), events, 16, 0);
+        if (!maySleep) break;
+        if (anyShm) {
+          bool movedNow = sleepOnDoorbell(*primary, waiter.sliceMicros(), [&] {
+            if (progressAll() || failed != nullptr) return true;
+            if (anyTcp) {
+              epoll_event events[16];
+              for (Communicator* comm : comms) epoll_wait(comm->epollFd(), events, 16, 0);
+            }
+            return false;
+          });
+          if (failed != nullptr) return fail(failure, failed);
+          if (movedNow) waiter.progressed();
+        } else if (anyTcp) {
+          epoll_event events[16];
+          epoll_wait(primary->epollFd(), events, 16, static_cast<int>(waiter.sliceMicros() / 1000));
+          for (Communicator* comm : comms) {
+            if (comm != primary) epoll_wait(comm->epollFd(), events, 16, 0);
+          }
+        }
+        break;
       }
     }
   }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <string_view>
 
 #include "core/log.h"
 
@@ -42,6 +43,10 @@ Result<Config> Config::fromEnvironment() {
   Config config;
   CC_TRY(readInto("CC_TIMEOUT_MS", 1, int64_t{1} << 40, config.timeoutMs));
   CC_TRY(readInto("CC_SPIN_US", 0, 10'000'000, config.spinMicros));
+  if (const char* yield = std::getenv("CC_SPIN_YIELD");
+      yield == nullptr || std::string_view(yield) != "auto") {
+    CC_TRY(readInto("CC_SPIN_YIELD", -1, 1, config.spinYield));
+  }
   CC_TRY(readInto("CC_NSOCKS_PERTHREAD", 1, 16, config.tcpSocketsPerPeer));
   CC_TRY(readInto("CC_TCP_STRIPE_THRESHOLD", 0, int64_t{1} << 40, config.tcpStripeThreshold));
   CC_TRY(readInto("CC_SHM_SLOT_BYTES", 4096, 64 << 20, config.shmSlotBytes));

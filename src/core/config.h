@@ -26,6 +26,10 @@ struct Config {
   int64_t timeoutMs = 300000;
   // How long a waiting rank spins before it sleeps; 0 sleeps at once.
   int64_t spinMicros = 20;
+  // CC_SPIN_YIELD: whether a spinning rank yields its CPU between looks. -1 (auto): only
+  // when the ranks on this host outnumber its CPUs (comm/wait.h says why); 0 never; 1
+  // always.
+  int spinYield = -1;
   TransportChoice transport = TransportChoice::kAuto;
   NetChoice net = NetChoice::kAuto;
   std::string socketIfname;                // CC_SOCKET_IFNAME: interface (or prefix) for sockets

@@ -1,5 +1,6 @@
 // Communicators: barrier at every size, split, ranks as threads (ccCommInitAll), the
-// torchrun-style launcher environment, and the trace file.
+// torchrun-style launcher environment, the trace file, and the one wait (comm/wait.h):
+// when it yields, and that its timeout counts from the last progress.
 #include <cc/cc.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -17,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "comm/wait.h"
+#include "core/config.h"
 #include "core/trace.h"
 #include "core/wire.h"
 #include "support/multi_rank.h"
@@ -54,6 +57,88 @@ TEST(Communicator, BarrierWaitsForTheLastRank) {
     EXPECT_GE(waited, 0.29) << "rank " << context.rank << " left the barrier early";
     CC_ASSERT_OK(ccCommDestroy(comm));
   });
+}
+
+// A spinning wait yields its CPU only when CC_SPIN_YIELD says so or, by default, when the
+// ranks on this host outnumber its usable CPUs (a busy thread given the core by a yield
+// keeps it for the rest of its slice).
+TEST(Wait, YieldsOnlyWhenRanksOutnumberCpus) {
+  unsetenv("CC_SPIN_YIELD");
+  Result<Config> defaults = Config::fromEnvironment();
+  ASSERT_TRUE(defaults.isOk());
+  EXPECT_EQ(defaults->spinYield, -1);
+  setenv("CC_SPIN_YIELD", "auto", 1);
+  ASSERT_TRUE(Config::fromEnvironment().isOk());
+  EXPECT_EQ(Config::fromEnvironment()->spinYield, -1);
+  setenv("CC_SPIN_YIELD", "2", 1);
+  Result<Config> bad = Config::fromEnvironment();
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_EQ(bad.status().code(), ccInvalidArgument);
+  EXPECT_NE(bad.status().message().find("CC_SPIN_YIELD"), std::string::npos)
+      << bad.status().message();
+  unsetenv("CC_SPIN_YIELD");
+
+  Config config = *defaults;
+  ASSERT_GE(comm::usableCpus(), 1);
+  comm::noteRanksOnHost(comm::usableCpus());
+  EXPECT_FALSE(comm::spinShouldYield(config)) << "as many ranks as CPUs";
+  config.spinYield = 1;
+  EXPECT_TRUE(comm::spinShouldYield(config));
+  config.spinYield = -1;
+  comm::noteRanksOnHost(comm::usableCpus() + 1);
+  EXPECT_TRUE(comm::spinShouldYield(config)) << "more ranks than CPUs";
+  comm::noteRanksOnHost(1);  // a smaller communicator later does not undo it
+  EXPECT_TRUE(comm::spinShouldYield(config));
+  config.spinYield = 0;
+  EXPECT_FALSE(comm::spinShouldYield(config));
+}
+
+// CC_TIMEOUT_MS counts from the last progress, in the direct collectives as in the
+// executor: with direct, rank 1 arrives 0.6 s late and rank 2 1.2 s late, more than the
+// 1 s timeout after the start of rank 0's wait but never 1 s after the last arrival, so
+// the call succeeds; a rank that then stays away 2.5 s is a timeout for the others, with
+// direct and with ring.
+TEST(Wait, TimeoutCountsFromTheLastProgress) {
+  for (const char* algorithm : {"direct", "ring"}) {
+    MultiRankOptions options;
+    options.env["CC_TIMEOUT_MS"] = "1000";
+    options.env["CC_ALGO"] = algorithm;
+    options.timeoutSeconds = 60;
+    runRanks(
+        3,
+        [&](RankContext& context) {
+          ccComm_t comm = context.initComm();
+          ASSERT_NE(comm, nullptr);
+          std::vector<float> data(1024, static_cast<float>(context.rank + 1));
+          // The ring's steps see no progress from a late rank further round the ring,
+          // so there every rank arrives within the timeout.
+          int lateMs = std::string(algorithm) == "direct" ? 600 : 300;
+          std::this_thread::sleep_for(std::chrono::milliseconds(lateMs * context.rank));
+          SCOPED_TRACE(algorithm);
+          CC_ASSERT_OK(
+              ccAllReduce(data.data(), data.data(), data.size(), ccFloat32, ccSum, comm, nullptr));
+          for (float value : data) ASSERT_EQ(value, 6.0f);
+          CC_ASSERT_OK(ccBarrier(comm, nullptr));
+          if (context.rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+          auto start = std::chrono::steady_clock::now();
+          ccResult_t late =
+              ccAllReduce(data.data(), data.data(), data.size(), ccFloat32, ccSum, comm, nullptr);
+          if (late == ccSuccess) {
+            for (float value : data) ASSERT_EQ(value, 18.0f);
+          }
+          double waited =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          if (context.rank != 2) {
+            EXPECT_EQ(late, ccTimeout) << algorithm << ": " << ccGetLastError(comm);
+            EXPECT_GE(waited, 0.99) << algorithm;
+            EXPECT_LT(waited, 2.4) << algorithm;
+          }
+          // Rank 2 may still succeed: with direct the others published their data before
+          // they gave up, and one-shot reads it from their staging without waiting.
+          (void)ccCommAbort(comm);
+        },
+        options);
+  }
 }
 
 // ccCommInitRankConfig's timeout replaces CC_TIMEOUT_MS for this communicator and its
