@@ -38,6 +38,16 @@ Status chainBroadcastAlong(const Context& ctx, int prev, int next, std::byte* bu
 Status chainReduceAlong(const Context& ctx, int towardRoot, int away, const std::byte* source,
                         std::byte* result, size_t count);
 
+// The chain a broadcast or reduce from `root` follows: the topology planner's first ring
+// (each host's ranks together, so across hosts it crosses at most once per host), cut
+// just before the root. prev is the neighbour toward the root, next the one away from
+// it (-1: none).
+struct ChainLinks {
+  int prev = -1;
+  int next = -1;
+};
+ChainLinks chainFromRoot(const comm::Communicator& comm, int rank, int root);
+
 Status ringAllReduce(const Context& ctx);
 Status ringReduceScatter(const Context& ctx);
 Status ringAllGather(const Context& ctx);
@@ -45,6 +55,15 @@ Status chainBroadcast(const Context& ctx);
 Status chainReduce(const Context& ctx);
 
 // tree.cc: binomial trees and the double binary tree, pipelined in chunks.
+struct TreeLinks {
+  int parent = -1;            // rank, or -1 at the root
+  std::vector<int> children;  // ranks
+};
+// The tree a broadcast or reduce from `root` follows: across hosts the planner's tree
+// (a chain per host, a tree over the hosts' leaders) hung from the root instead of its
+// planned root, so it still crosses between hosts hosts-1 times; within one host the
+// binomial tree over rank numbers.
+TreeLinks treeFromRoot(const comm::Communicator& comm, int rank, int root);
 Status treeBroadcast(const Context& ctx);
 Status treeReduce(const Context& ctx);
 Status treeAllReduce(const Context& ctx);

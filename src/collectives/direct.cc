@@ -466,15 +466,16 @@ Status directBroadcast(const Context& ctx) {
   const int root = args.root;
   const bool isRoot = ctx.rank() == root;
   size_t blockElements = std::max<size_t>(1, direct.slotBytes() / ctx.elementSize());
-  if (isRoot) ctx.copy(args.recv, args.send, args.count);
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
     uint64_t round = direct.nextRound();
     if (isRoot) {
       CC_TRY(direct.beginRound(round));
-      std::memcpy(direct.staging(root, round), ctx.recvAt(offset), ctx.bytes(length));
+      std::memcpy(direct.staging(root, round), ctx.sendAt(offset), ctx.bytes(length));
       direct.describe(round);
       direct.publish(kReady, round);
+      // The root's own copy (out of place) while the peers read the block.
+      ctx.copy(ctx.recvAt(offset), ctx.sendAt(offset), length);
       direct.tally(ctx.bytes(length) * static_cast<size_t>(ctx.size() - 1), 0);
     } else {
       CC_TRY(direct.waitFor(kReady, round, root));

@@ -143,8 +143,8 @@ Status ringAllGather(const Context& ctx) {
   return allGatherCore(ctx, ring, args.recv, stridedInRingOrder(args.count, ring));
 }
 
-// Rank order from the root: position v = rank - root. Chunk t travels from v-1 to v
-// while chunk t-1 travels from v to v+1.
+// Along a chain from the root (chainFromRoot): chunk t travels from v-1 to v while
+// chunk t-1 travels from v to v+1.
 Status chainBroadcastAlong(const Context& ctx, int prev, int next, std::byte* buffer,
                            size_t count) {
   const size_t chunk = ctx.chunkElements();
@@ -165,14 +165,25 @@ Status chainBroadcastAlong(const Context& ctx, int prev, int next, std::byte* bu
   return Status::ok();
 }
 
+ChainLinks chainFromRoot(const comm::Communicator& comm, int rank, int root) {
+  const int n = comm.size();
+  RingView ring{n, 0, comm.ringMembers()};
+  int position = -1;
+  int rootPosition = -1;
+  for (int p = 0; p < n; ++p) {
+    if (ring.rankAt(p) == rank) position = p;
+    if (ring.rankAt(p) == root) rootPosition = p;
+  }
+  const int v = wrap(position - rootPosition, n);  // distance from the root along the ring
+  return ChainLinks{v == 0 ? -1 : ring.rankAt(position - 1),
+                    v == n - 1 ? -1 : ring.rankAt(position + 1)};
+}
+
 Status chainBroadcast(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
-  const int n = ctx.size();
-  const int v = wrap(ctx.rank() - args.root, n);
-  const int prev = v == 0 ? -1 : wrap(ctx.rank() - 1, n);
-  const int next = v == n - 1 ? -1 : wrap(ctx.rank() + 1, n);
-  if (v == 0) ctx.copy(args.recv, args.send, args.count);
-  return chainBroadcastAlong(ctx, prev, next, args.recv, args.count);
+  ChainLinks chain = chainFromRoot(ctx.comm(), ctx.rank(), args.root);
+  if (chain.prev < 0) ctx.copy(args.recv, args.send, args.count);
+  return chainBroadcastAlong(ctx, chain.prev, chain.next, args.recv, args.count);
 }
 
 // Partial results flow from the far end of the chain toward the root: position v adds
@@ -208,11 +219,8 @@ Status chainReduceAlong(const Context& ctx, int towardRoot, int away, const std:
 
 Status chainReduce(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
-  const int n = ctx.size();
-  const int v = wrap(ctx.rank() - args.root, n);
-  const int towardRoot = v == 0 ? -1 : wrap(ctx.rank() - 1, n);
-  const int away = v == n - 1 ? -1 : wrap(ctx.rank() + 1, n);
-  return chainReduceAlong(ctx, towardRoot, away, args.send, args.recv, args.count);
+  ChainLinks chain = chainFromRoot(ctx.comm(), ctx.rank(), args.root);
+  return chainReduceAlong(ctx, chain.prev, chain.next, args.send, args.recv, args.count);
 }
 
 }  // namespace cc::collectives

@@ -9,7 +9,8 @@
 // one tree is (nearly always) a leaf in the other and the forwarding work is shared,
 // where a single tree leaves the leaves idle. (The two trees run one after the other,
 // see doubleBinaryTreeAllReduce.) Across hosts both all-reduce trees come from the
-// topology planner instead (plannedTree).
+// topology planner instead (plannedTree), and broadcast and reduce hang the planner's
+// first tree from their root (treeFromRoot).
 //
 // Reductions combine a node's own value with its children's in a fixed order (the
 // node's own first, then its children in the order listed), so every run gives the same
@@ -23,11 +24,6 @@ namespace cc::collectives {
 namespace {
 
 int wrap(int value, int n) { return ((value % n) + n) % n; }
-
-struct TreeLinks {
-  int parent = -1;            // rank, or -1 at the root
-  std::vector<int> children;  // ranks
-};
 
 TreeLinks binomialLinks(int rank, int root, int n) {
   TreeLinks links;
@@ -167,18 +163,50 @@ Status broadcastJobs(const Context& ctx, const std::vector<TreeJob>& jobs) {
 
 }  // namespace
 
+TreeLinks treeFromRoot(const comm::Communicator& comm, int rank, int root) {
+  const topology::Plan& plan = comm.plan();
+  const int n = comm.size();
+  if (plan.hostCount < 2 || plan.trees.empty()) return binomialLinks(rank, root, n);
+  // The planned tree's edges, undirected, each rank's neighbours in a fixed order (its
+  // planned parent, then its planned children), walked outward from the root.
+  const topology::Tree& tree = plan.trees.front();
+  auto neighbours = [&](int r) {
+    std::vector<int> list;
+    if (tree.parent[static_cast<size_t>(r)] >= 0)
+      list.push_back(tree.parent[static_cast<size_t>(r)]);
+    for (int child : tree.children[static_cast<size_t>(r)]) list.push_back(child);
+    return list;
+  };
+  std::vector<int> parent(static_cast<size_t>(n), -2);  // -2: not reached yet
+  std::vector<int> queue{root};
+  parent[static_cast<size_t>(root)] = -1;
+  for (size_t head = 0; head < queue.size(); ++head) {
+    for (int next : neighbours(queue[head])) {
+      if (parent[static_cast<size_t>(next)] != -2) continue;
+      parent[static_cast<size_t>(next)] = queue[head];
+      queue.push_back(next);
+    }
+  }
+  TreeLinks links;
+  links.parent = parent[static_cast<size_t>(rank)];
+  for (int next : neighbours(rank)) {
+    if (parent[static_cast<size_t>(next)] == rank) links.children.push_back(next);
+  }
+  return links;
+}
+
 Status treeBroadcast(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
   if (ctx.rank() == args.root) ctx.copy(args.recv, args.send, args.count);
   std::vector<TreeJob> jobs{
-      {binomialLinks(ctx.rank(), args.root, ctx.size()), nullptr, args.recv, args.count, 0}};
+      {treeFromRoot(ctx.comm(), ctx.rank(), args.root), nullptr, args.recv, args.count, 0}};
   return broadcastJobs(ctx, jobs);
 }
 
 Status treeReduce(const Context& ctx) {
   const CollectiveArgs& args = ctx.args();
   std::vector<TreeJob> jobs{
-      {binomialLinks(ctx.rank(), args.root, ctx.size()), args.send, args.recv, args.count, 0}};
+      {treeFromRoot(ctx.comm(), ctx.rank(), args.root), args.send, args.recv, args.count, 0}};
   return reduceJobs(ctx, jobs);
 }
 

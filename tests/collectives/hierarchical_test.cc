@@ -1,7 +1,8 @@
 // Ranks on several "hosts" of one machine (CC_HOSTNAME gives each rank its host): shm
 // within a host, tcp across. The hierarchical all-reduce against the reference for
-// uneven host sizes, every algorithm still right across hosts, and the tuner offering
-// the hierarchy only when it helps.
+// uneven host sizes, every algorithm still right across hosts, broadcast and reduce
+// along the planned chain and tree from every root, and the tuner offering the
+// hierarchy only when it helps.
 #include <cc/cc.h>
 #include <stdlib.h>
 
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/algorithms.h"
 #include "collectives/collective.h"
 #include "collectives/tuner.h"
 #include "comm/handles.h"
@@ -131,6 +133,86 @@ TEST_P(Hierarchical, RingFollowsThePlanAndStaysCorrect) {
     for (size_t i = 0; i < gathered.size(); ++i) {
       float expected = static_cast<float>(1000 * (n * (n - 1) / 2) + n * static_cast<int>(i % 977));
       ASSERT_EQ(gathered[i], expected) << "all-gather element " << i << " on rank " << context.rank;
+    }
+    CC_ASSERT_OK(ccCommDestroy(comm));
+  });
+}
+
+// Broadcast and reduce across hosts follow the plan from whatever root: the chain is the
+// planned ring cut before the root, so it crosses between hosts at most once per host
+// however the ranks are numbered, and the tree is the planned tree hung from the root,
+// a spanning tree that crosses hosts-1 times. Both give every rank the reference result
+// from every root, out of place and in place.
+TEST_P(Hierarchical, BroadcastAndReduceFollowThePlanFromEveryRoot) {
+  const HostsParam param = GetParam();
+  const int n = static_cast<int>(param.hostOfRank.size());
+  int hosts = 0;
+  for (int host : param.hostOfRank) hosts = std::max(hosts, host + 1);
+  auto hostOf = [&](int rank) { return param.hostOfRank[static_cast<size_t>(rank)]; };
+  runRanks(n, [&](RankContext& context) {
+    ccComm_t comm = initOnHost(context, param);
+    auto impl = comm::communicatorOf(comm);
+    ASSERT_NE(impl, nullptr);
+    for (int root = 0; root < n; ++root) {
+      // Every rank's links, as every rank computes them.
+      int chainCrossings = 0;
+      int treeCrossings = 0;
+      int chainHeads = 0;
+      int treeRoots = 0;
+      for (int r = 0; r < n; ++r) {
+        collectives::ChainLinks chain = collectives::chainFromRoot(*impl, r, root);
+        collectives::TreeLinks tree = collectives::treeFromRoot(*impl, r, root);
+        chainHeads += chain.prev < 0 ? 1 : 0;
+        treeRoots += tree.parent < 0 ? 1 : 0;
+        if (chain.prev >= 0) {
+          ASSERT_EQ(collectives::chainFromRoot(*impl, chain.prev, root).next, r);
+          chainCrossings += hostOf(chain.prev) != hostOf(r) ? 1 : 0;
+        }
+        if (tree.parent >= 0) {
+          std::vector<int> siblings = collectives::treeFromRoot(*impl, tree.parent, root).children;
+          ASSERT_NE(std::find(siblings.begin(), siblings.end(), r), siblings.end())
+              << "rank " << r << " is not a child of its parent " << tree.parent;
+          treeCrossings += hostOf(tree.parent) != hostOf(r) ? 1 : 0;
+          // Following parents reaches the root within n steps (no cycle).
+          int steps = 0;
+          for (int up = r; up != root && steps <= n; ++steps)
+            up = collectives::treeFromRoot(*impl, up, root).parent;
+          ASSERT_LE(steps, n) << "rank " << r << " never reaches root " << root;
+        }
+      }
+      EXPECT_EQ(chainHeads, 1);
+      EXPECT_EQ(treeRoots, 1);
+      EXPECT_LE(chainCrossings, hosts) << "root " << root;
+      EXPECT_EQ(treeCrossings, hosts - 1) << "root " << root;
+    }
+
+    const size_t count = 1031;
+    for (const char* algorithm : {"ring", "tree"}) {
+      impl->algorithmOverride() = static_cast<int>(collectives::parseAlgorithm(algorithm));
+      for (int root = 0; root < n; ++root) {
+        std::vector<float> data(count);
+        for (size_t i = 0; i < count; ++i)
+          data[i] = static_cast<float>(context.rank * 1000 + static_cast<int>(i % 977));
+        std::vector<float> out(count, -1.0f);
+        CC_ASSERT_OK(ccBroadcast(data.data(), out.data(), count, ccFloat32, root, comm, nullptr));
+        for (size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(out[i], static_cast<float>(root * 1000 + static_cast<int>(i % 977)))
+              << algorithm << " broadcast from " << root << ", element " << i;
+        }
+        std::vector<float> inPlace = data;
+        CC_ASSERT_OK(
+            ccBroadcast(inPlace.data(), inPlace.data(), count, ccFloat32, root, comm, nullptr));
+        ASSERT_EQ(inPlace, out) << algorithm << " in-place broadcast from " << root;
+        std::fill(out.begin(), out.end(), -1.0f);
+        CC_ASSERT_OK(
+            ccReduce(data.data(), out.data(), count, ccFloat32, ccSum, root, comm, nullptr));
+        if (context.rank != root) continue;
+        for (size_t i = 0; i < count; ++i) {
+          float expected =
+              static_cast<float>(1000 * (n * (n - 1) / 2) + n * static_cast<int>(i % 977));
+          ASSERT_EQ(out[i], expected) << algorithm << " reduce to " << root << ", element " << i;
+        }
+      }
     }
     CC_ASSERT_OK(ccCommDestroy(comm));
   });

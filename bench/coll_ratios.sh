@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# cc's bus bandwidth over Open MPI's for every collective at np=2 and np=4 on this host,
+# 64 KiB to 64 MiB by 4, out of place, the two interleaved row by row in one cc-bench
+# invocation, repeated: per (collective, np, size) the median ratio and each run's (> 1:
+# cc moves more). Both with their defaults.
+#
+#   bench/coll_ratios.sh [runs=3] [max-bytes=64M]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-3}
+max=${2:-64M}
+export CC_SOCKET_IFNAME=${CC_SOCKET_IFNAME:-lo}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+collectives=(allreduce reducescatter allgather broadcast reduce alltoall)
+for run in $(seq 1 "$runs"); do
+  for np in 2 4; do
+    for collective in "${collectives[@]}"; do
+      # The comparison table: size cc-busbw mpi-busbw cc/mpi cc-time mpi-time.
+      build/bin/cc-bench "$collective" -np "$np" -b 64K -e "$max" -f 4 --peer mpi |
+        sed -n '/cc against/,/time at the smallest/p' | awk '$1 ~ /^[0-9]+$/ { print $1, $4 }' \
+        >"$out/$collective-$np-$run.txt"
+    done
+  done
+done
+sizes=$(awk '{ print $1 }' "$out/allreduce-2-1.txt")
+printf '| collective | np |'
+for size in $sizes; do printf ' %s |' "$(numfmt --to=iec "$size")"; done
+echo
+printf '|---|---|'
+for _ in $sizes; do printf -- '---|'; done
+echo
+for np in 2 4; do
+  for collective in "${collectives[@]}"; do
+    printf '| %s | %s |' "$collective" "$np"
+    for size in $sizes; do
+      values=$(cat "$out/$collective-$np"-*.txt | awk -v s="$size" '$1 == s { print $2 }')
+      median=$(sort -g <<<"$values" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+      printf ' %s (%s) |' "$median" "$(tr '\n' ' ' <<<"$values" | sed 's/ $//')"
+    done
+    echo
+  done
+done
