@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# cc's bus bandwidth over Open MPI's for every collective at np=2 and np=4 on this host,
-# 64 KiB to 64 MiB by 4, out of place, the two interleaved row by row in one cc-bench
+# cc's bus bandwidth over Open MPI's for every collective at np=2 and np=4 (or the rank
+# counts given) on this host, 64 KiB (or min-bytes) to 64 MiB by 4, out of place, the two interleaved row by row in one cc-bench
 # invocation, repeated: per (collective, np, size) the median ratio and each run's (> 1:
 # cc moves more). Both with their defaults.
 #
-#   bench/coll_ratios.sh [runs=3] [max-bytes=64M]
+#   bench/coll_ratios.sh [runs=3] [max-bytes=64M] [rank-counts="2 4"] [min-bytes=64K]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
 max=${2:-64M}
+read -r -a nps <<<"${3:-2 4}"
+min=${4:-64K}
 export CC_SOCKET_IFNAME=${CC_SOCKET_IFNAME:-lo}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
@@ -16,23 +18,23 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 collectives=(allreduce reducescatter allgather broadcast reduce alltoall)
 for run in $(seq 1 "$runs"); do
-  for np in 2 4; do
+  for np in "${nps[@]}"; do
     for collective in "${collectives[@]}"; do
       # The comparison table: size cc-busbw mpi-busbw cc/mpi cc-time mpi-time.
-      build/bin/cc-bench "$collective" -np "$np" -b 64K -e "$max" -f 4 --peer mpi |
+      build/bin/cc-bench "$collective" -np "$np" -b "$min" -e "$max" -f 4 --peer mpi |
         sed -n '/cc against/,/time at the smallest/p' | awk '$1 ~ /^[0-9]+$/ { print $1, $4 }' \
         >"$out/$collective-$np-$run.txt"
     done
   done
 done
-sizes=$(awk '{ print $1 }' "$out/allreduce-2-1.txt")
+sizes=$(awk '{ print $1 }' "$out/allreduce-${nps[0]}-1.txt")
 printf '| collective | np |'
 for size in $sizes; do printf ' %s |' "$(numfmt --to=iec "$size")"; done
 echo
 printf '|---|---|'
 for _ in $sizes; do printf -- '---|'; done
 echo
-for np in 2 4; do
+for np in "${nps[@]}"; do
   for collective in "${collectives[@]}"; do
     printf '| %s | %s |' "$collective" "$np"
     for size in $sizes; do

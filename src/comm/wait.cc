@@ -45,9 +45,12 @@ bool spinShouldYield(const Config& config) {
 
 Waiter::Waiter(const Communicator& comm, bool several)
     : timeoutNs_(comm.config().timeoutMs * 1'000'000),
-      spinNs_(comm.config().spinMicros * 1000),
       sliceMicros_(several ? kShortSliceMicros : kSliceMicros),
-      yield_(spinShouldYield(comm.config())) {}
+      yield_(spinShouldYield(comm.config())) {
+  int64_t spinMicros = comm.config().spinMicros;
+  if (spinMicros < 0) spinMicros = yield_ ? kYieldingSpinMicros : kSpinMicros;
+  spinNs_ = spinMicros * 1000;
+}
 
 WaitStep Waiter::idle() {
   // Between clock reads, one pause: a message is seen within tens of nanoseconds (a

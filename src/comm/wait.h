@@ -9,6 +9,9 @@
 //            came from. Only when the ranks on this host outnumber its CPUs does the
 //            spin yield between looks (after the first 2 us), because then the peer it
 //            waits for may be queued on this very core (CC_SPIN_YIELD overrides).
+//            The spin lasts 20 us by default, 1 ms when it yields: a yielding spin
+//            costs the ranks sharing the core little, while a sleep costs a futex
+//            wake-up, which in a virtual machine is an inter-processor interrupt.
 //   sleep    then sleep on this rank's doorbell (shm; a peer's ring wakes it) or on
 //            epoll (tcp), in slices of at most 10 ms (500 us when one wait spans
 //            several communicators or transports, with no single thing to sleep on).
@@ -39,6 +42,9 @@ class Waiter {
   static constexpr int64_t kPeerCheckNanos = 5'000'000;
   static constexpr int64_t kPureSpinNanos = 2000;
   static constexpr int64_t kLooksPerClockRead = 32;
+  // CC_SPIN_US's defaults: with cores to spare, and when ranks outnumber them (yielding).
+  static constexpr int64_t kSpinMicros = 20;
+  static constexpr int64_t kYieldingSpinMicros = 1000;
 
   // `several`: the wait spans several communicators or transports (short slices).
   explicit Waiter(const Communicator& comm, bool several = false);

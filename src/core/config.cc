@@ -42,7 +42,10 @@ Result<Config> Config::fromEnvironment() {
   log::reloadLevel();
   Config config;
   CC_TRY(readInto("CC_TIMEOUT_MS", 1, int64_t{1} << 40, config.timeoutMs));
-  CC_TRY(readInto("CC_SPIN_US", 0, 10'000'000, config.spinMicros));
+  if (const char* spin = std::getenv("CC_SPIN_US");
+      spin == nullptr || std::string_view(spin) != "auto") {
+    CC_TRY(readInto("CC_SPIN_US", -1, 10'000'000, config.spinMicros));
+  }
   if (const char* yield = std::getenv("CC_SPIN_YIELD");
       yield == nullptr || std::string_view(yield) != "auto") {
     CC_TRY(readInto("CC_SPIN_YIELD", -1, 1, config.spinYield));

@@ -24,8 +24,9 @@ inline constexpr const char* kAlgorithmNames[] = {"auto",     "ring",  "tree", "
 struct Config {
   // A wait that sees no progress for this long fails with ccTimeout.
   int64_t timeoutMs = 300000;
-  // How long a waiting rank spins before it sleeps; 0 sleeps at once.
-  int64_t spinMicros = 20;
+  // How long a waiting rank spins before it sleeps; 0 sleeps at once; -1 (auto, the
+  // default): comm/wait.h's choice, longer when ranks outnumber cores.
+  int64_t spinMicros = -1;
   // CC_SPIN_YIELD: whether a spinning rank yields its CPU between looks. -1 (auto): only
   // when the ranks on this host outnumber its CPUs (comm/wait.h says why); 0 never; 1
   // always.

@@ -64,9 +64,18 @@ TEST(Communicator, BarrierWaitsForTheLastRank) {
 // keeps it for the rest of its slice).
 TEST(Wait, YieldsOnlyWhenRanksOutnumberCpus) {
   unsetenv("CC_SPIN_YIELD");
+  unsetenv("CC_SPIN_US");
   Result<Config> defaults = Config::fromEnvironment();
   ASSERT_TRUE(defaults.isOk());
   EXPECT_EQ(defaults->spinYield, -1);
+  EXPECT_EQ(defaults->spinMicros, -1) << "CC_SPIN_US is auto by default";
+  setenv("CC_SPIN_US", "auto", 1);
+  ASSERT_TRUE(Config::fromEnvironment().isOk());
+  EXPECT_EQ(Config::fromEnvironment()->spinMicros, -1);
+  setenv("CC_SPIN_US", "-2", 1);
+  ASSERT_FALSE(Config::fromEnvironment().isOk());
+  EXPECT_NE(Config::fromEnvironment().status().message().find("CC_SPIN_US"), std::string::npos);
+  unsetenv("CC_SPIN_US");
   setenv("CC_SPIN_YIELD", "auto", 1);
   ASSERT_TRUE(Config::fromEnvironment().isOk());
   EXPECT_EQ(Config::fromEnvironment()->spinYield, -1);
