@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # cc's bus bandwidth over Open MPI's for every collective at np=2 and np=4 (or the rank
-# counts given) on this host, 64 KiB (or min-bytes) to 64 MiB by 4, out of place, the two interleaved row by row in one cc-bench
-# invocation, repeated: per (collective, np, size) the median ratio and each run's (> 1:
-# cc moves more). Both with their defaults.
+# counts given) on this host, 64 KiB (or min-bytes) to 64 MiB (or max-bytes) by 4, out of
+# place, the two interleaved row by row in one cc-bench invocation, repeated: per
+# (collective, np, size) the median ratio and each run's (> 1: cc moves more). Both with
+# their defaults.
 #
 #   bench/coll_ratios.sh [runs=3] [max-bytes=64M] [rank-counts="2 4"] [min-bytes=64K]
 set -euo pipefail

@@ -108,7 +108,7 @@ Status dispatch(const Context& ctx, const Choice& choice) {
     case CollectiveKind::kReduce:
       switch (choice.algorithm) {
         case Algorithm::kDirect:
-          return directReduce(ctx);
+          return directReduce(ctx, choice.oneShot);
         case Algorithm::kTree:
           return treeReduce(ctx);
         default:

@@ -432,6 +432,39 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
   return Status::ok();
 }
 
+// Small reduces: the others export their block and go on (they read nothing, so they
+// release the round at once); the root alone waits for them and reduces it all: one
+// synchronisation, and only the root waits.
+Status reduceOneShot(const Context& ctx, Direct& direct, size_t blockElements) {
+  const CollectiveArgs& args = ctx.args();
+  const int n = ctx.size();
+  const int me = ctx.rank();
+  std::vector<const void*>& sources = sourceList(n);
+  for (size_t offset = 0; offset < args.count; offset += blockElements) {
+    size_t length = std::min(blockElements, args.count - offset);
+    uint64_t round = direct.nextRound();
+    CC_TRY(direct.beginRound(round));
+    if (me != args.root) {
+      std::memcpy(direct.staging(me, round), ctx.sendAt(offset), ctx.bytes(length));
+      direct.describe(round);
+      direct.publish(kReady, round);
+      direct.publish(kReleased, round);
+      direct.tally(ctx.bytes(length), 0);
+      continue;
+    }
+    CC_TRY(direct.waitFor(kReady, round));
+    for (int p = 0; p < n; ++p) {
+      if (p != me) CC_TRY(direct.checkCall(p, round));
+      sources[static_cast<size_t>(p)] =
+          p == me ? static_cast<const void*>(ctx.sendAt(offset)) : direct.staging(p, round);
+    }
+    ctx.reduceMany(ctx.recvAt(offset), sources.data(), n, length);
+    direct.publish(kReleased, round);
+    direct.tally(0, ctx.bytes(length) * static_cast<size_t>(n - 1));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 bool directAvailable(const comm::Communicator& comm) {
@@ -452,11 +485,12 @@ Status directAllReduce(const Context& ctx, bool oneShot) {
   return allReduceSliced(ctx, direct, blockElements, true);
 }
 
-Status directReduce(const Context& ctx) {
+Status directReduce(const Context& ctx, bool oneShot) {
   Direct direct(ctx, ctx.bytes(ctx.chunkElements()));
   CC_TRY(direct.adoptLayout());
-  return allReduceSliced(ctx, direct, std::max<size_t>(1, direct.slotBytes() / ctx.elementSize()),
-                         false);
+  size_t blockElements = std::max<size_t>(1, direct.slotBytes() / ctx.elementSize());
+  if (oneShot) return reduceOneShot(ctx, direct, blockElements);
+  return allReduceSliced(ctx, direct, blockElements, false);
 }
 
 Status directBroadcast(const Context& ctx) {

@@ -15,7 +15,9 @@ size_t directStagingHalfBytes(const comm::Communicator& comm);
 // synchronisation; for small vectors); otherwise each reduces a slice and copies the
 // others' results.
 Status directAllReduce(const Context& ctx, bool oneShot);
-Status directReduce(const Context& ctx);
+// oneShot: the root reduces everything from everyone's staging (small vectors);
+// otherwise each rank reduces a slice for the root to collect.
+Status directReduce(const Context& ctx, bool oneShot);
 Status directBroadcast(const Context& ctx);
 Status directAllGather(const Context& ctx);
 Status directReduceScatter(const Context& ctx);

@@ -107,6 +107,8 @@ double cost(Algorithm algorithm, CollectiveKind kind, int n, double bytes, const
         case Algorithm::kRing:
           return (n - 1 + chunks - 1) * (a + bytes / chunks / b) + reduce;
         case Algorithm::kDirect:
+          // One-shot reduce: one synchronisation, the root reduces every block.
+          if (oneShot) return kDirectSyncMicros * rounds + bytes / m + (n - 1) * bytes / g;
           return 2 * kDirectSyncMicros * rounds + 2 * bytes / m + reduce;
         default:
           break;
@@ -227,7 +229,7 @@ Choice choose(const comm::Communicator& comm, const CollectiveArgs& args, Algori
     }
     if (algorithm == Algorithm::kDirect) {
       chunk = std::min(chunk, directStagingHalfBytes(comm));
-      oneShot = args.kind == CollectiveKind::kAllReduce &&
+      oneShot = (args.kind == CollectiveKind::kAllReduce || args.kind == CollectiveKind::kReduce) &&
                 (bytes <= kOneShotBytes || args.count < static_cast<size_t>(n));
     }
     double predicted =

@@ -135,7 +135,9 @@ Result<std::unique_ptr<transport::Channel>> shmConnect(int peer, FileDescriptor 
                       recvFrameWithFds(control.get(), wire::FrameType::kShmSetupReply,
                                        wire::kShmSetupReplyBytes, received, 1, deadline));
   CC_ASSIGN_OR_RETURN(wire::ShmSetupReply reply, wire::parseShmSetupReply(replyBytes));
-  CC_ASSIGN_OR_RETURN(Doorbell peerDoorbell, Doorbell::attach(std::move(received[0])));
+  // Every page mapped now (MAP_POPULATE): the direct collectives read the peer's staging
+  // from the first call, and a page faulted in inside a timed call costs microseconds.
+  CC_ASSIGN_OR_RETURN(Doorbell peerDoorbell, Doorbell::attach(std::move(received[0]), true));
   pid_t pid = peerPid(control.get());
   bool canRead = config.shmUseCma && pid > 0 &&
                  transport::shm::probeCrossMemoryAttach(pid, reply.probeAddress, reply.probeValue);
@@ -158,7 +160,8 @@ Result<std::unique_ptr<transport::Channel>> shmAccept(int peer, FileDescriptor c
   CC_ASSIGN_OR_RETURN(wire::ShmSetup setup, wire::parseShmSetup(setupBytes));
   RingGeometry geometry{setup.slots, setup.slotBytes};
   CC_ASSIGN_OR_RETURN(PairMemory memory, PairMemory::attach(std::move(received[0]), geometry));
-  CC_ASSIGN_OR_RETURN(Doorbell peerDoorbell, Doorbell::attach(std::move(received[1])));
+  // Populated, as in shmConnect.
+  CC_ASSIGN_OR_RETURN(Doorbell peerDoorbell, Doorbell::attach(std::move(received[1]), true));
   pid_t pid = peerPid(control.get());
   bool canRead = config.shmUseCma && pid > 0 &&
                  transport::shm::probeCrossMemoryAttach(pid, setup.probeAddress, setup.probeValue);
