@@ -174,12 +174,18 @@ class Direct {
     line.count.store(ctx_.args().count, std::memory_order_relaxed);
   }
 
-  // This rank's data for `round` is in its staging: say so (with the call), and wait
-  // until every other rank has said the same.
-  Status exchangeReady(uint64_t round) {
+  // This rank's data for `round` is in its staging: say so (with the call), run
+  // `meanwhile` (work of this rank's own that no peer waits for), and wait until every
+  // other rank has said the same.
+  template <typename Meanwhile>
+  Status exchangeReady(uint64_t round, Meanwhile&& meanwhile) {
     describe(round);
     publish(kReady, round);
+    meanwhile();
     return waitFor(kReady, round);
+  }
+  Status exchangeReady(uint64_t round) {
+    return exchangeReady(round, [] {});
   }
 
   // After `ready` of round k from `peer`: did it make the same call?
@@ -529,14 +535,17 @@ Status directAllGather(const Context& ctx) {
   const int n = ctx.size();
   const int me = ctx.rank();
   size_t blockElements = std::max<size_t>(1, direct.slotBytes() / ctx.elementSize());
-  ctx.copy(ctx.recvAt(static_cast<size_t>(me) * args.count), args.send, args.count);
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
     uint64_t round = direct.nextRound();
     CC_TRY(direct.beginRound(round));
-    std::memcpy(direct.staging(me, round),
-                ctx.recvAt(static_cast<size_t>(me) * args.count + offset), ctx.bytes(length));
-    CC_TRY(direct.exchangeReady(round));
+    std::memcpy(direct.staging(me, round), ctx.sendAt(offset), ctx.bytes(length));
+    // My own block, while the peers fill their staging. (In place it is already there;
+    // the send buffer is read before, never after, this copy.)
+    CC_TRY(direct.exchangeReady(round, [&] {
+      ctx.copy(ctx.recvAt(static_cast<size_t>(me) * args.count + offset), ctx.sendAt(offset),
+               length);
+    }));
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       CC_TRY(direct.checkCall(p, round));
@@ -605,13 +614,15 @@ Status directAllToAll(const Context& ctx) {
   size_t perRank = direct.slotBytes() / static_cast<size_t>(n);
   size_t blockElements = std::max<size_t>(1, perRank / ctx.elementSize());
   const auto block = [&](int p) { return static_cast<size_t>(p) * args.count; };
-  ctx.copy(ctx.recvAt(block(me)), ctx.sendAt(block(me)), args.count);
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
     uint64_t round = direct.nextRound();
     CC_TRY(direct.beginRound(round));
     exportPeerBlocks(ctx, direct.staging(me, round), offset, length);
-    CC_TRY(direct.exchangeReady(round));
+    // The block I keep, while the peers fill their staging.
+    CC_TRY(direct.exchangeReady(round, [&] {
+      ctx.copy(ctx.recvAt(block(me) + offset), ctx.sendAt(block(me) + offset), length);
+    }));
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       CC_TRY(direct.checkCall(p, round));
