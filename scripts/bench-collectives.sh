@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The collective measurements behind docs/PERFORMANCE.md: cc beside Open MPI (and Gloo
 # where it is built) in the same cc-bench invocation, interleaved row by row, repeated
-# so that medians can be taken, and all-reduce's per-call tail beside a busy process
+# so that medians can be taken; then every collective's ratio to Open MPI at np=2, 4 and 8
+# (bench/coll_ratios.sh) and all-reduce's per-call tail beside a busy process
 # (bench/busy_tail.sh). Rows go to out/bench/*.json; the tables to stdout.
 #
 #   ./scripts/bench-collectives.sh [runs]     (default 3 runs; about 3 minutes each)
@@ -34,6 +35,13 @@ for run in $(seq 1 "$runs"); do
       sed -n '/cc against/,$p'
   done
 done
+# Every collective's bus bandwidth over Open MPI's at np=2 and np=4, 64 KiB to 64 MiB, and
+# at np=8 (more ranks than cores) from 8 KiB, with both systems' defaults: medians and
+# every run's ratio (bench/coll_ratios.sh).
+echo "=== every collective, cc / Open MPI bus bandwidth, np=2 and np=4"
+env -u CC_SPIN_US bench/coll_ratios.sh "$runs"
+echo "=== every collective, cc / Open MPI bus bandwidth, np=8"
+env -u CC_SPIN_US bench/coll_ratios.sh "$runs" 8M 8 8K
 # Under load, with cc's defaults (not the 1 ms spin above): per-call p50, p99 and worst
 # of np=2 all-reduce beside one busy process, at 8 B, 64 KiB, 1 MiB and 16 MiB.
 echo "=== np=2 all-reduce beside one busy process, per-call times"
