@@ -11,6 +11,8 @@
 # environment sets them: a training job does not tune them either.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/stats.sh
+. bench/stats.sh
 runs=${1:-3}
 busy=${2:-1}
 iterations=${3:-200}
@@ -37,7 +39,7 @@ for size in 8 65536 1048576 16777216; do
   row="| $size"
   for column in 2 5 3 6 4 7; do
     values=$(awk -v size="$size" -v c="$column" '$1 == size { print $c }' "$out"/tail*.txt)
-    median=$(sort -g <<<"$values" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+    median=$(median <<<"$values")
     row+=" | $median [$(tr '\n' ' ' <<<"$values" | sed 's/ $//')]"
   done
   echo "$row |"

@@ -8,6 +8,8 @@
 #   bench/coll_ratios.sh [runs=3] [max-bytes=64M] [rank-counts="2 4"] [min-bytes=64K]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/stats.sh
+. bench/stats.sh
 runs=${1:-3}
 max=${2:-64M}
 read -r -a nps <<<"${3:-2 4}"
@@ -40,7 +42,7 @@ for np in "${nps[@]}"; do
     printf '| %s | %s |' "$collective" "$np"
     for size in $sizes; do
       values=$(cat "$out/$collective-$np"-*.txt | awk -v s="$size" '$1 == s { print $2 }')
-      median=$(sort -g <<<"$values" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+      median=$(median <<<"$values")
       printf ' %s (%s) |' "$median" "$(tr '\n' ' ' <<<"$values" | sed 's/ $//')"
     done
     echo

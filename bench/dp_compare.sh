@@ -26,7 +26,8 @@ python=/usr/bin/python3
 have_torch=1
 "$python" -c "import torch" 2>/dev/null || { have_torch=0; echo "dp_compare: no torch: skipping DDP"; }
 field() { awk -v k="$1" '/^summary:/ { for (i = 1; i <= NF; i++) if ($i == k) print $(i + 1) }'; }
-median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# shellcheck source=bench/stats.sh
+. bench/stats.sh
 one=() dp=() dpno=() wait=() waitno=() ddp=()
 for round in $(seq "$rounds"); do
   out=$("$train" $model --steps $((steps + 1)) --threads 1 --print-every 1000000)

@@ -34,7 +34,8 @@ train="$build/bin/cc-train"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 field() { awk -v key="$1" '{ for (i = 1; i < NF; i++) if ($i == key) { print $(i + 1); exit } }'; }
-median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# shellcheck source=bench/stats.sh
+. bench/stats.sh
 model=(--layers 4 --heads 4 --width 256 --seq 128 --batch 8 --vocab 256 --experts "$experts" --top-k "$topk"
   --capacity-factor "$capacity")
 

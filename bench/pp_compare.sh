@@ -29,7 +29,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 field() { awk -v key="$1" '{ for (i = 1; i < NF; i++) if ($i == key) { print $(i + 1); exit } }'; }
-median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# shellcheck source=bench/stats.sh
+. bench/stats.sh
 
 args=(--batch "$batch" --grad-accum "$micro" --steps $((steps + 1)) --print-every 1000000 --threads 1)
 echo "model: default (L=4 H=4 C=256 T=128 V=256), $micro micro-batches of $batch rows a step"

@@ -42,7 +42,8 @@ for round in $(seq "$rounds"); do
   done
   echo "$line"
 done
-median() { tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# shellcheck source=bench/stats.sh
+. bench/stats.sh
 cc=$(echo "${all[cc]}" | median)
 gloo=$(echo "${all[gloo]}" | median)
 none=$(echo "${all[no_sync]}" | median)

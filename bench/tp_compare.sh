@@ -79,7 +79,8 @@ for round in $(seq "$rounds"); do
   echo "$line tok/s"
 done
 
-median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# shellcheck source=bench/stats.sh
+. bench/stats.sh
 tokens=$((8 * 128))
 base=$(echo "${rates[one1]}" | tr ' ' '\n' | grep . | median)
 printf '%-6s %12s %9s %10s %10s %10s\n' run median_tok/s vs_one1 p50_ms p99_ms worst_ms

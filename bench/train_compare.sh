@@ -30,7 +30,8 @@ if ! "$python" -c "import torch" 2>/dev/null; then
   echo "train_compare: python3-torch is not importable: skipping PyTorch (./scripts/install-deps.sh --demo)"
 fi
 
-median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# shellcheck source=bench/stats.sh
+. bench/stats.sh
 cc_rates=() torch_rates=()
 for round in $(seq "$rounds"); do
   rate=$("$train" $model --steps $((steps + 1)) --threads "$threads" --print-every 1000000 | awk '/^summary:/ { for (i = 1; i <= NF; i++) if ($i == "median_tokens_per_s") print $(i + 1) }')

@@ -170,28 +170,27 @@ TreeLinks treeFromRoot(const comm::Communicator& comm, int rank, int root) {
   // The planned tree's edges, undirected, each rank's neighbours in a fixed order (its
   // planned parent, then its planned children), walked outward from the root.
   const topology::Tree& tree = plan.trees.front();
-  auto neighbours = [&](int r) {
-    std::vector<int> list;
-    if (tree.parent[static_cast<size_t>(r)] >= 0)
-      list.push_back(tree.parent[static_cast<size_t>(r)]);
-    for (int child : tree.children[static_cast<size_t>(r)]) list.push_back(child);
-    return list;
+  auto forEachNeighbour = [&](int r, auto&& visit) {
+    if (tree.parent[static_cast<size_t>(r)] >= 0) visit(tree.parent[static_cast<size_t>(r)]);
+    for (int child : tree.children[static_cast<size_t>(r)]) visit(child);
   };
   std::vector<int> parent(static_cast<size_t>(n), -2);  // -2: not reached yet
   std::vector<int> queue{root};
+  queue.reserve(static_cast<size_t>(n));
   parent[static_cast<size_t>(root)] = -1;
   for (size_t head = 0; head < queue.size(); ++head) {
-    for (int next : neighbours(queue[head])) {
-      if (parent[static_cast<size_t>(next)] != -2) continue;
-      parent[static_cast<size_t>(next)] = queue[head];
+    const int from = queue[head];
+    forEachNeighbour(from, [&](int next) {
+      if (parent[static_cast<size_t>(next)] != -2) return;
+      parent[static_cast<size_t>(next)] = from;
       queue.push_back(next);
-    }
+    });
   }
   TreeLinks links;
   links.parent = parent[static_cast<size_t>(rank)];
-  for (int next : neighbours(rank)) {
+  forEachNeighbour(rank, [&](int next) {
     if (parent[static_cast<size_t>(next)] == rank) links.children.push_back(next);
-  }
+  });
   return links;
 }
 

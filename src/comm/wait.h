@@ -10,8 +10,9 @@
 //            spin yield between looks (after the first 2 us), because then the peer it
 //            waits for may be queued on this very core (CC_SPIN_YIELD overrides).
 //            The spin lasts 20 us by default, 1 ms when it yields: a yielding spin
-//            costs the ranks sharing the core little, while waking a sleeper on
-//            another core takes an inter-processor interrupt, dear in a VM.
+//            costs the ranks sharing the core little, and at np=8 on 2 vCPUs the
+//            longer spin beat going to sleep after 20 us (docs/PERFORMANCE.md,
+//            "Waiting, load and oversubscription").
 //   sleep    then sleep on this rank's doorbell (shm; a peer's ring wakes it) or on
 //            epoll (tcp), in slices of at most 10 ms (500 us when one wait spans
 //            several communicators or transports, with no single thing to sleep on).

@@ -36,20 +36,28 @@ Status readInto(const char* name, int64_t low, int64_t high, T& field) {
   return Status::ok();
 }
 
+// A variable that is "auto" (stored as -1) or an integer in [0, high].
+template <typename T>
+Status readAutoInto(const char* name, int64_t high, T& field) {
+  const char* text = std::getenv(name);
+  if (text != nullptr && std::string_view(text) == "auto") {
+    field = -1;
+    return Status::ok();
+  }
+  Status read = readInto(name, 0, high, field);
+  if (read.isOk()) return read;
+  return invalidArgument(std::string(name) + "=" + text +
+                         " is neither auto nor an integer in [0, " + std::to_string(high) + "]");
+}
+
 }  // namespace
 
 Result<Config> Config::fromEnvironment() {
   log::reloadLevel();
   Config config;
   CC_TRY(readInto("CC_TIMEOUT_MS", 1, int64_t{1} << 40, config.timeoutMs));
-  if (const char* spin = std::getenv("CC_SPIN_US");
-      spin == nullptr || std::string_view(spin) != "auto") {
-    CC_TRY(readInto("CC_SPIN_US", -1, 10'000'000, config.spinMicros));
-  }
-  if (const char* yield = std::getenv("CC_SPIN_YIELD");
-      yield == nullptr || std::string_view(yield) != "auto") {
-    CC_TRY(readInto("CC_SPIN_YIELD", -1, 1, config.spinYield));
-  }
+  CC_TRY(readAutoInto("CC_SPIN_US", 10'000'000, config.spinMicros));
+  CC_TRY(readAutoInto("CC_SPIN_YIELD", 1, config.spinYield));
   CC_TRY(readInto("CC_NSOCKS_PERTHREAD", 1, 16, config.tcpSocketsPerPeer));
   CC_TRY(readInto("CC_TCP_STRIPE_THRESHOLD", 0, int64_t{1} << 40, config.tcpStripeThreshold));
   CC_TRY(readInto("CC_SHM_SLOT_BYTES", 4096, 64 << 20, config.shmSlotBytes));
