@@ -166,6 +166,22 @@ ccResult_t ccCommGetTraffic(const ccComm_t comm, ccTrafficKind_t kind, ccTraffic
 ccResult_t ccTraceRangePush(ccComm_t comm, const char* name);
 ccResult_t ccTraceRangePop(ccComm_t comm);
 
+/* Registered buffers, as NCCL's ncclMemAlloc and ncclCommRegister. ccMemAlloc returns
+ * page-aligned memory that cc can share with the other ranks on this host (an anonymous
+ * memfd: nothing is left behind when the process dies); ccMemFree releases it (NULL is a
+ * no-op; memory still registered is refused with ccInvalidUsage). ccCommRegister makes
+ * [buff, buff + size), which must lie inside one ccMemAlloc allocation, known to `comm`
+ * and returns a handle for ccCommDeregister. A collective on one host whose send or
+ * receive buffer lies inside a registration lets the other ranks read it in place
+ * instead of copying it through cc's staging; each rank decides for its own buffers, so
+ * registering on only some ranks is correct, just slower. A rank returns from such a
+ * collective only once the others have finished reading its buffers. The peers map the
+ * memory through /proc/<pid>/fd, so the ranks of a host must run as one user. */
+ccResult_t ccMemAlloc(void** ptr, size_t size);
+ccResult_t ccMemFree(void* ptr);
+ccResult_t ccCommRegister(const ccComm_t comm, void* buff, size_t size, void** handle);
+ccResult_t ccCommDeregister(const ccComm_t comm, void* handle);
+
 /* A fixed string for a result code. */
 const char* ccGetErrorString(ccResult_t result);
 

@@ -755,6 +755,39 @@ ccResult_t ccCommGetTraffic(const ccComm_t handle, ccTrafficKind_t kind, ccTraff
   });
 }
 
+ccResult_t ccMemAlloc(void** ptr, size_t size) {
+  return guarded(nullptr, [&]() -> Status {
+    if (ptr == nullptr) return invalidArgument("ccMemAlloc: ptr is NULL");
+    *ptr = nullptr;
+    CC_ASSIGN_OR_RETURN(*ptr, comm::allocateShared(size));
+    return Status::ok();
+  });
+}
+
+ccResult_t ccMemFree(void* ptr) {
+  return guarded(nullptr, [&]() -> Status { return comm::freeShared(ptr); });
+}
+
+ccResult_t ccCommRegister(const ccComm_t handle, void* buff, size_t size, void** registration) {
+  return guarded(nullptr, [&]() -> Status {
+    if (registration == nullptr) return invalidArgument("ccCommRegister: handle is NULL");
+    *registration = nullptr;
+    if (buff == nullptr) return invalidArgument("ccCommRegister: buff is NULL");
+    if (size == 0) return invalidArgument("ccCommRegister: size is 0");
+    CC_ASSIGN_OR_RETURN(auto comm, lookup(handle));
+    CC_ASSIGN_OR_RETURN(*registration, comm->registrations().add(buff, size));
+    return Status::ok();
+  });
+}
+
+ccResult_t ccCommDeregister(const ccComm_t handle, void* registration) {
+  return guarded(nullptr, [&]() -> Status {
+    if (registration == nullptr) return invalidArgument("ccCommDeregister: handle is NULL");
+    CC_ASSIGN_OR_RETURN(auto comm, lookup(handle));
+    return comm->registrations().remove(registration);
+  });
+}
+
 ccResult_t ccTraceRangePush(ccComm_t handle, const char* name) {
   return guarded(nullptr, [&]() -> Status {
     if (name == nullptr) return invalidArgument("ccTraceRangePush: name is NULL");

@@ -45,6 +45,12 @@ struct alignas(64) FlagLine {
 struct alignas(64) CallLine {
   std::atomic<uint64_t> shape;  // kind | type << 8 | op << 16 | root << 24
   std::atomic<uint64_t> count;
+  // The rank's registered send and receive buffers (comm/registry.h), which the peers
+  // read in place; word 0: not shared, its data goes through staging.
+  std::atomic<uint64_t> sendWord;
+  std::atomic<uint64_t> sendOffset;
+  std::atomic<uint64_t> recvWord;
+  std::atomic<uint64_t> recvOffset;
 };
 constexpr uint64_t kMaxSlots = 32;
 // Small all-reduces travel inside one cache line with their round and call, so a
@@ -114,6 +120,34 @@ class Direct {
   // Bytes of one staging slot.
   size_t slotBytes() const { return slotBytes_; }
 
+  // Lets the peers read this rank's send buffer (and its receive buffer, with
+  // `recvToo`) in place when they are registered with the communicator, instead of
+  // through staging. Returns whether the send buffer is shared; receiveShared() tells
+  // the same of the receive buffer. Every round's call line carries the answer, and the
+  // call ends with finishShared(), so the user gets the buffers back only when no peer
+  // reads them any more.
+  bool shareBuffers(bool recvToo) {
+    const CollectiveArgs& args = ctx_.args();
+    mySend_ = comm_.registrations().find(args.send, sendBytes());
+    if (recvToo) myRecv_ = comm_.registrations().find(args.recv, recvBytes());
+    return mySend_.registered();
+  }
+  bool receiveShared() const { return myRecv_.registered(); }
+  // `peer`'s registered send or receive buffer in this process, or null when it stages
+  // its data. Known once checkCall() accepted the peer's call in this call's first round.
+  const std::byte* peerSend(int peer) const {
+    return peerSend_.empty() ? nullptr : peerSend_[static_cast<size_t>(peer)];
+  }
+  const std::byte* peerRecv(int peer) const {
+    return peerRecv_.empty() ? nullptr : peerRecv_[static_cast<size_t>(peer)];
+  }
+  // After the last round: when the peers read this rank's own buffers, wait until they
+  // all released that round.
+  Status finishShared(uint64_t lastRound) {
+    if (!mySend_.registered() && !myRecv_.registered()) return Status::ok();
+    return waitFor(kReleased, lastRound);
+  }
+
   // The slot layout changes with the chunk size: before rounds of a new layout reuse
   // memory, every earlier round must have been released everywhere.
   Status adoptLayout() {
@@ -177,6 +211,10 @@ class Direct {
     CallLine& line = control(me_).calls[round % slots_];
     line.shape.store(shapeOf(ctx_.args()), std::memory_order_relaxed);
     line.count.store(ctx_.args().count, std::memory_order_relaxed);
+    line.sendWord.store(mySend_.word, std::memory_order_relaxed);
+    line.sendOffset.store(mySend_.offset, std::memory_order_relaxed);
+    line.recvWord.store(myRecv_.word, std::memory_order_relaxed);
+    line.recvOffset.store(myRecv_.offset, std::memory_order_relaxed);
   }
 
   // This rank's data for `round` is in its staging: say so (with the call), run
@@ -198,7 +236,13 @@ class Direct {
     CallLine& line = control(peer).calls[round % slots_];
     uint64_t shape = line.shape.load(std::memory_order_relaxed);
     uint64_t count = line.count.load(std::memory_order_relaxed);
-    if (shape == shapeOf(ctx_.args()) && count == ctx_.args().count) return Status::ok();
+    if (shape == shapeOf(ctx_.args()) && count == ctx_.args().count) {
+      bool shares = line.sendWord.load(std::memory_order_relaxed) != 0 ||
+                    line.recvWord.load(std::memory_order_relaxed) != 0;
+      if (!shares || (!resolved_.empty() && resolved_[static_cast<size_t>(peer)]))
+        return Status::ok();
+      return resolveShared(peer, line);
+    }
     Status status = invalidUsage(fmt::format(
         "mismatched collectives: rank {} called {} while rank {} called {}", me_,
         describeCall(shapeOf(ctx_.args()), ctx_.args().count), peer, describeCall(shape, count)));
@@ -327,10 +371,60 @@ class Direct {
     return Status::ok();
   }
 
+  // Bytes of this call's send and receive buffers (every rank's are the same size).
+  size_t sendBytes() const {
+    const CollectiveArgs& args = ctx_.args();
+    bool perRank =
+        args.kind == CollectiveKind::kReduceScatter || args.kind == CollectiveKind::kAllToAll;
+    return ctx_.bytes(args.count) * (perRank ? static_cast<size_t>(n_) : 1);
+  }
+  size_t recvBytes() const {
+    const CollectiveArgs& args = ctx_.args();
+    bool perRank =
+        args.kind == CollectiveKind::kAllGather || args.kind == CollectiveKind::kAllToAll;
+    return ctx_.bytes(args.count) * (perRank ? static_cast<size_t>(n_) : 1);
+  }
+
+  // Maps the buffers `peer` shares in this call (its call line says where they lie).
+  Status resolveShared(int peer, const CallLine& line) {
+    const auto index = static_cast<size_t>(peer);
+    if (resolved_.empty()) {
+      // Only calls where some peer shares a buffer pay for these.
+      peerSend_.assign(static_cast<size_t>(n_), nullptr);
+      peerRecv_.assign(static_cast<size_t>(n_), nullptr);
+      resolved_.assign(static_cast<size_t>(n_), false);
+    }
+    comm::SharedRef send{line.sendWord.load(std::memory_order_relaxed),
+                         line.sendOffset.load(std::memory_order_relaxed)};
+    comm::SharedRef recv{line.recvWord.load(std::memory_order_relaxed),
+                         line.recvOffset.load(std::memory_order_relaxed)};
+    comm::PeerMappings& mappings = comm_.peerMappings();
+    if (send.registered()) {
+      Result<const std::byte*> mapped =
+          mappings.resolve(peer, comm_.pidOf(peer), send, sendBytes());
+      if (!mapped.isOk()) return fail(mapped.status());
+      peerSend_[index] = *mapped;
+    }
+    if (recv.registered()) {
+      Result<const std::byte*> mapped =
+          mappings.resolve(peer, comm_.pidOf(peer), recv, recvBytes());
+      if (!mapped.isOk()) return fail(mapped.status());
+      peerRecv_[index] = *mapped;
+    }
+    resolved_[index] = true;
+    return Status::ok();
+  }
+
   const Context& ctx_;
   comm::Communicator& comm_;
   int n_;
   int me_;
+  comm::SharedRef mySend_;
+  comm::SharedRef myRecv_;
+  // Filled on the first peer that shares a buffer; empty otherwise.
+  std::vector<const std::byte*> peerSend_;
+  std::vector<const std::byte*> peerRecv_;
+  std::vector<bool> resolved_;
   size_t slotBytes_ = 0;
   uint64_t slots_ = 2;
   uint64_t sent_ = 0;
@@ -391,13 +485,17 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
   const int me = ctx.rank();
   const bool isRoot = me == args.root;
   std::vector<const void*>& sources = sourceList(n);
+  // Registered buffers are read in place: no export of the input, no copy of the result.
+  const bool sendShared = direct.shareBuffers(toAllRanks);
+  const bool recvShared = direct.receiveShared();
+  uint64_t round = 0;
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
-    uint64_t round = direct.nextRound();
+    round = direct.nextRound();
     CC_TRY(direct.beginRound(round));
     std::byte* mine = direct.staging(me, round);
     // Export the slices the others reduce.
-    for (int p = 0; p < n; ++p) {
+    for (int p = 0; p < n && !sendShared; ++p) {
       if (p == me) continue;
       size_t begin = partBegin(length, n, p);
       std::memcpy(mine + ctx.bytes(begin), ctx.sendAt(offset + begin),
@@ -407,15 +505,23 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
     size_t myBegin = partBegin(length, n, me);
     size_t myLength = partLength(length, n, me);
     for (int p = 0; p < n; ++p) {
-      if (p != me) CC_TRY(direct.checkCall(p, round));
-      sources[static_cast<size_t>(p)] = p == me
-                                            ? static_cast<const void*>(ctx.sendAt(offset + myBegin))
+      if (p == me) {
+        sources[static_cast<size_t>(p)] = ctx.sendAt(offset + myBegin);
+        continue;
+      }
+      CC_TRY(direct.checkCall(p, round));
+      const std::byte* theirs = direct.peerSend(p);
+      sources[static_cast<size_t>(p)] = theirs != nullptr
+                                            ? theirs + ctx.bytes(offset + myBegin)
                                             : direct.staging(p, round) + ctx.bytes(myBegin);
     }
     if (toAllRanks) {
-      // Reduce into my output, then publish a copy for the others.
+      // Reduce into my output, then publish a copy for the others (unless they read it
+      // from my registered output).
       ctx.reduceMany(ctx.recvAt(offset + myBegin), sources.data(), n, myLength);
-      std::memcpy(mine + ctx.bytes(myBegin), ctx.recvAt(offset + myBegin), ctx.bytes(myLength));
+      if (!recvShared) {
+        std::memcpy(mine + ctx.bytes(myBegin), ctx.recvAt(offset + myBegin), ctx.bytes(myLength));
+      }
     } else {
       ctx.reduceMany(mine + ctx.bytes(myBegin), sources.data(), n, myLength);
     }
@@ -427,7 +533,10 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
       for (int p = 0; p < n; ++p) {
         if (toAllRanks && p == me) continue;
         size_t begin = partBegin(length, n, p);
-        std::memcpy(ctx.recvAt(offset + begin), direct.staging(p, round) + ctx.bytes(begin),
+        const std::byte* theirs = direct.peerRecv(p);
+        std::memcpy(ctx.recvAt(offset + begin),
+                    theirs != nullptr ? theirs + ctx.bytes(offset + begin)
+                                      : direct.staging(p, round) + ctx.bytes(begin),
                     ctx.bytes(partLength(length, n, p)));
       }
       direct.tally(0, ctx.bytes(length - myLength));
@@ -440,7 +549,7 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
     }
     direct.publish(kReleased, round);
   }
-  return Status::ok();
+  return direct.finishShared(round);
 }
 
 // Small reduces: the others export their block and go on (they read nothing, so they
@@ -511,12 +620,17 @@ Status directBroadcast(const Context& ctx) {
   const int root = args.root;
   const bool isRoot = ctx.rank() == root;
   size_t blockElements = std::max<size_t>(1, direct.slotBytes() / ctx.elementSize());
+  // A registered root buffer is read in place.
+  const bool sendShared = isRoot && direct.shareBuffers(false);
+  uint64_t round = 0;
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
-    uint64_t round = direct.nextRound();
+    round = direct.nextRound();
     if (isRoot) {
       CC_TRY(direct.beginRound(round));
-      std::memcpy(direct.staging(root, round), ctx.sendAt(offset), ctx.bytes(length));
+      if (!sendShared) {
+        std::memcpy(direct.staging(root, round), ctx.sendAt(offset), ctx.bytes(length));
+      }
       direct.describe(round);
       direct.publish(kReady, round);
       // The root's own copy (out of place) while the peers read the block.
@@ -525,12 +639,15 @@ Status directBroadcast(const Context& ctx) {
     } else {
       CC_TRY(direct.waitFor(kReady, round, root));
       CC_TRY(direct.checkCall(root, round));
-      std::memcpy(ctx.recvAt(offset), direct.staging(root, round), ctx.bytes(length));
+      const std::byte* theirs = direct.peerSend(root);
+      std::memcpy(ctx.recvAt(offset),
+                  theirs != nullptr ? theirs + ctx.bytes(offset) : direct.staging(root, round),
+                  ctx.bytes(length));
       direct.tally(0, ctx.bytes(length));
     }
     direct.publish(kReleased, round);
   }
-  return Status::ok();
+  return direct.finishShared(round);
 }
 
 Status directAllGather(const Context& ctx) {
@@ -540,11 +657,13 @@ Status directAllGather(const Context& ctx) {
   const int n = ctx.size();
   const int me = ctx.rank();
   size_t blockElements = std::max<size_t>(1, direct.slotBytes() / ctx.elementSize());
+  const bool sendShared = direct.shareBuffers(false);
+  uint64_t round = 0;
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
-    uint64_t round = direct.nextRound();
+    round = direct.nextRound();
     CC_TRY(direct.beginRound(round));
-    std::memcpy(direct.staging(me, round), ctx.sendAt(offset), ctx.bytes(length));
+    if (!sendShared) std::memcpy(direct.staging(me, round), ctx.sendAt(offset), ctx.bytes(length));
     // My own block, while the peers fill their staging. (In place it is already there;
     // the send buffer is read before, never after, this copy.)
     CC_TRY(direct.exchangeReady(round, [&] {
@@ -554,14 +673,16 @@ Status directAllGather(const Context& ctx) {
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       CC_TRY(direct.checkCall(p, round));
+      const std::byte* theirs = direct.peerSend(p);
       std::memcpy(ctx.recvAt(static_cast<size_t>(p) * args.count + offset),
-                  direct.staging(p, round), ctx.bytes(length));
+                  theirs != nullptr ? theirs + ctx.bytes(offset) : direct.staging(p, round),
+                  ctx.bytes(length));
     }
     size_t others = ctx.bytes(length) * static_cast<size_t>(n - 1);
     direct.tally(others, others);
     direct.publish(kReleased, round);
   }
-  return Status::ok();
+  return direct.finishShared(round);
 }
 
 namespace {
@@ -589,17 +710,25 @@ Status directReduceScatter(const Context& ctx) {
   size_t perRank = direct.slotBytes() / static_cast<size_t>(n);
   size_t blockElements = std::max<size_t>(1, perRank / ctx.elementSize());
   std::vector<const void*>& sources = sourceList(n);
+  const size_t myBlock = static_cast<size_t>(me) * args.count;
+  const bool sendShared = direct.shareBuffers(false);
+  uint64_t round = 0;
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
-    uint64_t round = direct.nextRound();
+    round = direct.nextRound();
     CC_TRY(direct.beginRound(round));
-    exportPeerBlocks(ctx, direct.staging(me, round), offset, length);
+    if (!sendShared) exportPeerBlocks(ctx, direct.staging(me, round), offset, length);
     CC_TRY(direct.exchangeReady(round));
     for (int p = 0; p < n; ++p) {
-      if (p != me) CC_TRY(direct.checkCall(p, round));
+      if (p == me) {
+        sources[static_cast<size_t>(p)] = ctx.sendAt(myBlock + offset);
+        continue;
+      }
+      CC_TRY(direct.checkCall(p, round));
+      const std::byte* theirs = direct.peerSend(p);
       sources[static_cast<size_t>(p)] =
-          p == me
-              ? static_cast<const void*>(ctx.sendAt(static_cast<size_t>(me) * args.count + offset))
+          theirs != nullptr
+              ? theirs + ctx.bytes(myBlock + offset)
               : direct.staging(p, round) + ctx.bytes(static_cast<size_t>(me) * length);
     }
     ctx.reduceMany(ctx.recvAt(offset), sources.data(), n, length);
@@ -607,7 +736,7 @@ Status directReduceScatter(const Context& ctx) {
     direct.tally(others, others);
     direct.publish(kReleased, round);
   }
-  return Status::ok();
+  return direct.finishShared(round);
 }
 
 Status directAllToAll(const Context& ctx) {
@@ -619,11 +748,15 @@ Status directAllToAll(const Context& ctx) {
   size_t perRank = direct.slotBytes() / static_cast<size_t>(n);
   size_t blockElements = std::max<size_t>(1, perRank / ctx.elementSize());
   const auto block = [&](int p) { return static_cast<size_t>(p) * args.count; };
+  // (Never in place: the API refuses overlapping buffers, so a shared send buffer is
+  // not overwritten by this rank's own receives.)
+  const bool sendShared = direct.shareBuffers(false);
+  uint64_t round = 0;
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
-    uint64_t round = direct.nextRound();
+    round = direct.nextRound();
     CC_TRY(direct.beginRound(round));
-    exportPeerBlocks(ctx, direct.staging(me, round), offset, length);
+    if (!sendShared) exportPeerBlocks(ctx, direct.staging(me, round), offset, length);
     // The block I keep, while the peers fill their staging.
     CC_TRY(direct.exchangeReady(round, [&] {
       ctx.copy(ctx.recvAt(block(me) + offset), ctx.sendAt(block(me) + offset), length);
@@ -631,15 +764,18 @@ Status directAllToAll(const Context& ctx) {
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       CC_TRY(direct.checkCall(p, round));
+      const std::byte* theirs = direct.peerSend(p);
       std::memcpy(ctx.recvAt(block(p) + offset),
-                  direct.staging(p, round) + ctx.bytes(static_cast<size_t>(me) * length),
+                  theirs != nullptr
+                      ? theirs + ctx.bytes(block(me) + offset)
+                      : direct.staging(p, round) + ctx.bytes(static_cast<size_t>(me) * length),
                   ctx.bytes(length));
     }
     size_t others = ctx.bytes(length) * static_cast<size_t>(n - 1);
     direct.tally(others, others);
     direct.publish(kReleased, round);
   }
-  return Status::ok();
+  return direct.finishShared(round);
 }
 
 }  // namespace cc::collectives

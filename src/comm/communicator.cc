@@ -112,6 +112,7 @@ Result<std::shared_ptr<Communicator>> Communicator::create(const wire::UniqueIdC
   int ranksHere = 0;
   for (const wire::PeerInfo& peer : peers) {
     comm->hosts_.push_back(peer.hostHash);
+    comm->pids_.push_back(static_cast<pid_t>(peer.pid));
     ranksHere += peer.hostHash == self.hostHash;
   }
   noteRanksOnHost(ranksHere);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/registry.h"
 #include "core/config.h"
 #include "core/socket.h"
 #include "core/trace.h"
@@ -120,6 +121,11 @@ class Communicator {
   const int* ringMembers() const {
     return ringIsIdentity_ ? nullptr : plan_->rings.front().ranks.data();
   }
+  // Registered buffers (ccCommRegister) and the peers' registered allocations this rank
+  // mapped (comm/registry.h); the pid of every rank, for finding the peers' memory.
+  Registrations& registrations() { return registrations_; }
+  PeerMappings& peerMappings() { return peerMappings_; }
+  pid_t pidOf(int rank) const { return pids_[static_cast<size_t>(rank)]; }
   // The last collective decision (collectives/collectives.cc): a call with the same
   // shape, count and overrides skips the cost model.
   struct DecisionCache {
@@ -160,6 +166,9 @@ class Communicator {
   std::unique_ptr<transport::shm::Doorbell> doorbell_;
   std::vector<std::byte*> regions_;
   std::vector<uint64_t> hosts_;
+  std::vector<pid_t> pids_;
+  Registrations registrations_;
+  PeerMappings peerMappings_;
   std::vector<transport::shm::DoorbellWord*> bells_;
   size_t sharedRegionBytes_ = 0;
   uint64_t directRound_ = 0;

@@ -1,0 +1,280 @@
+// Registered buffers (ccMemAlloc, ccCommRegister): the direct collectives read a rank's
+// registered send and receive buffers in place instead of through staging.
+//
+// Properties: every collective gives the same bits as the staged run, whichever ranks
+// register (all, one, none), in place and out of place, over many rounds, even when each
+// rank scribbles over its buffers the moment the call returns (so a rank must not return
+// while a peer still reads them); the peers map exactly the allocations registered; an
+// allocation freed and made again is never read through the old mapping; every bad
+// argument is named.
+#include <cc/cc.h>
+
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "collectives/collective.h"
+#include "comm/handles.h"
+#include "reference.h"
+#include "support/multi_rank.h"
+
+namespace cc::testing {
+namespace {
+
+constexpr ccDataType_t kType = ccFloat32;
+constexpr size_t kElement = 4;
+
+enum class Who { kNone, kAll, kRankZero };
+
+bool registers(Who who, int rank) {
+  return who == Who::kAll || (who == Who::kRankZero && rank == 0);
+}
+
+struct Kind {
+  const char* name;
+  bool inPlace;
+};
+
+// Runs collective `kind` of `count` elements (per rank where the API counts per rank)
+// on `send`/`recv`, each `bytes` long, laid out in place when asked.
+ccResult_t runCollective(const std::string& kind, bool inPlace, std::byte* send, std::byte* recv,
+                         size_t count, int rank, int n, ccComm_t comm) {
+  const size_t block = count * kElement;
+  const auto me = static_cast<size_t>(rank);
+  if (kind == "allreduce") {
+    return ccAllReduce(send, inPlace ? send : recv, count, kType, ccSum, comm, nullptr);
+  }
+  if (kind == "reduce") {
+    return ccReduce(send, inPlace ? send : recv, count, kType, ccSum, n - 1, comm, nullptr);
+  }
+  if (kind == "broadcast") {
+    return ccBroadcast(send, inPlace ? send : recv, count, kType, 1 % n, comm, nullptr);
+  }
+  if (kind == "allgather") {
+    // In place: the send block is this rank's block of the output.
+    return ccAllGather(inPlace ? recv + me * block : send, recv, count, kType, comm, nullptr);
+  }
+  if (kind == "reducescatter") {
+    return ccReduceScatter(send, inPlace ? send + me * block : recv, count, kType, ccSum, comm,
+                           nullptr);
+  }
+  return ccAllToAll(send, recv, count, kType, comm, nullptr);
+}
+
+// The output a rank compares: where the collective left its result.
+std::vector<std::byte> resultOf(const std::string& kind, bool inPlace, const std::byte* send,
+                                const std::byte* recv, size_t count, int rank, int n) {
+  const size_t block = count * kElement;
+  const auto me = static_cast<size_t>(rank);
+  const auto total = static_cast<size_t>(n) * block;
+  if (kind == "reduce" && rank != n - 1) return {};
+  if (kind == "allgather" || kind == "alltoall") return {recv, recv + total};
+  if (kind == "reducescatter") {
+    const std::byte* out = inPlace ? send + me * block : recv;
+    return {out, out + block};
+  }
+  const std::byte* out = inPlace ? send : recv;
+  return {out, out + block};
+}
+
+class Registered : public ::testing::TestWithParam<int> {};
+
+TEST_P(Registered, EveryCollectiveGivesTheStagedBitsWhoeverRegisters) {
+  const int n = GetParam();
+  runRanks(n, [&](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    auto impl = comm::communicatorOf(comm);
+    impl->algorithmOverride() = static_cast<int>(collectives::parseAlgorithm("direct"));
+    // Small slots: a call of `count` elements takes many rounds.
+    impl->chunkBytesOverride() = 16 << 10;
+    const int me = context.rank;
+    const size_t count = 20011;  // an odd size: uneven slices
+    const size_t bytes = count * kElement * static_cast<size_t>(n);
+    for (const char* kind :
+         {"allreduce", "reduce", "broadcast", "allgather", "reducescatter", "alltoall"}) {
+      for (bool inPlace : {false, true}) {
+        if (inPlace && std::string(kind) == "alltoall") continue;  // the API refuses it
+        std::vector<std::byte> staged;
+        for (Who who : {Who::kNone, Who::kAll, Who::kRankZero}) {
+          void* send = nullptr;
+          void* recv = nullptr;
+          CC_ASSERT_OK(ccMemAlloc(&send, bytes));
+          CC_ASSERT_OK(ccMemAlloc(&recv, bytes));
+          auto* sendBytes = static_cast<std::byte*>(send);
+          auto* recvBytes = static_cast<std::byte*>(recv);
+          fillInput(sendBytes, bytes / kElement, kType, ccSum, me, 3);
+          // In-place all-gather reads its block from the output buffer.
+          fillInput(recvBytes, bytes / kElement, kType, ccSum, me, 3);
+          void* sendHandle = nullptr;
+          void* recvHandle = nullptr;
+          if (registers(who, me)) {
+            CC_ASSERT_OK(ccCommRegister(comm, send, bytes, &sendHandle));
+            CC_ASSERT_OK(ccCommRegister(comm, recv, bytes, &recvHandle));
+          }
+          CC_ASSERT_OK(runCollective(kind, inPlace, sendBytes, recvBytes, count, me, n, comm));
+          std::vector<std::byte> result =
+              resultOf(kind, inPlace, sendBytes, recvBytes, count, me, n);
+          // The call has returned: the buffers are the caller's again.
+          std::memset(send, 0xff, bytes);
+          std::memset(recv, 0xff, bytes);
+          if (who == Who::kNone) {
+            staged = result;
+          } else {
+            ASSERT_EQ(result, staged) << kind << (inPlace ? " in place" : "") << " with "
+                                      << (who == Who::kAll ? "every rank" : "rank 0")
+                                      << " registered differs from the staged run";
+          }
+          if (registers(who, me)) {
+            CC_ASSERT_OK(ccCommDeregister(comm, sendHandle));
+            CC_ASSERT_OK(ccCommDeregister(comm, recvHandle));
+          }
+          // Every rank is done with the peers' buffers only after this barrier.
+          CC_ASSERT_OK(ccBarrier(comm, nullptr));
+          CC_ASSERT_OK(ccMemFree(send));
+          CC_ASSERT_OK(ccMemFree(recv));
+        }
+        if (std::string(kind) == "allreduce") {
+          // The staged run itself is right (so "the same bits" means right).
+          std::vector<std::vector<std::byte>> inputs(static_cast<size_t>(n));
+          for (int r = 0; r < n; ++r) {
+            inputs[static_cast<size_t>(r)].resize(bytes);
+            fillInput(inputs[static_cast<size_t>(r)].data(), bytes / kElement, kType, ccSum, r,
+                      3);
+          }
+          for (size_t i = 0; i < count; i += 101) {
+            std::string error = checkReduced(staged.data(), i, inputs, i, kType, ccSum);
+            ASSERT_TRUE(error.empty()) << error;
+          }
+        }
+      }
+    }
+    CC_ASSERT_OK(ccCommDestroy(comm));
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Registered, ::testing::Values(2, 3, 4),
+                         [](const auto& param) { return "np" + std::to_string(param.param); });
+
+TEST(RegisteredBuffers, PeersMapExactlyTheRegisteredAllocations) {
+  const int n = 3;
+  runRanks(n, [&](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    auto impl = comm::communicatorOf(comm);
+    impl->algorithmOverride() = static_cast<int>(collectives::parseAlgorithm("direct"));
+    const int me = context.rank;
+    const size_t count = 1 << 18;  // 1 MiB: the sliced all-reduce, not the one-shot
+    void* send = nullptr;
+    void* recv = nullptr;
+    CC_ASSERT_OK(ccMemAlloc(&send, count * kElement));
+    CC_ASSERT_OK(ccMemAlloc(&recv, count * kElement));
+    fillInput(static_cast<std::byte*>(send), count, kType, ccSum, me, 5);
+    std::vector<void*> handles(2);
+    // Only rank 0 registers: the others map its two allocations, rank 0 maps nothing.
+    if (me == 0) {
+      CC_ASSERT_OK(ccCommRegister(comm, send, count * kElement, &handles[0]));
+      CC_ASSERT_OK(ccCommRegister(comm, recv, count * kElement, &handles[1]));
+    }
+    CC_ASSERT_OK(ccAllReduce(send, recv, count, kType, ccSum, comm, nullptr));
+    EXPECT_EQ(impl->peerMappings().count(), me == 0 ? 0u : 2u);
+    // Every rank registers: each maps the two allocations of every peer, once, however
+    // many calls use them.
+    if (me != 0) {
+      CC_ASSERT_OK(ccCommRegister(comm, send, count * kElement, &handles[0]));
+      CC_ASSERT_OK(ccCommRegister(comm, recv, count * kElement, &handles[1]));
+    }
+    for (int call = 0; call < 3; ++call) {
+      CC_ASSERT_OK(ccAllReduce(send, recv, count, kType, ccSum, comm, nullptr));
+    }
+    EXPECT_EQ(impl->peerMappings().count(), 2u * (n - 1));
+    for (void* handle : handles) CC_ASSERT_OK(ccCommDeregister(comm, handle));
+    CC_ASSERT_OK(ccBarrier(comm, nullptr));
+    CC_ASSERT_OK(ccMemFree(send));
+    CC_ASSERT_OK(ccMemFree(recv));
+    CC_ASSERT_OK(ccCommDestroy(comm));
+  });
+}
+
+TEST(RegisteredBuffers, AnAllocationMadeAgainIsNeverReadThroughTheOldMapping) {
+  const int n = 2;
+  runRanks(n, [&](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    auto impl = comm::communicatorOf(comm);
+    impl->algorithmOverride() = static_cast<int>(collectives::parseAlgorithm("direct"));
+    const size_t count = 1 << 18;
+    const size_t bytes = count * kElement;
+    for (uint64_t seed = 1; seed <= 4; ++seed) {
+      // Freed before the next allocation, so the memfd gets the same descriptor number
+      // and the peers' cache holds a mapping of the previous allocation under it.
+      void* send = nullptr;
+      CC_ASSERT_OK(ccMemAlloc(&send, bytes));
+      fillInput(static_cast<std::byte*>(send), count, kType, ccSum, context.rank, seed);
+      void* handle = nullptr;
+      CC_ASSERT_OK(ccCommRegister(comm, send, bytes, &handle));
+      std::vector<std::byte> out(bytes);
+      CC_ASSERT_OK(ccAllReduce(send, out.data(), count, kType, ccSum, comm, nullptr));
+      std::vector<std::vector<std::byte>> inputs(static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r) {
+        inputs[static_cast<size_t>(r)].resize(bytes);
+        fillInput(inputs[static_cast<size_t>(r)].data(), count, kType, ccSum, r, seed);
+      }
+      for (size_t i = 0; i < count; i += 97) {
+        std::string error = checkReduced(out.data(), i, inputs, i, kType, ccSum);
+        ASSERT_TRUE(error.empty()) << "allocation " << seed << ": " << error;
+      }
+      CC_ASSERT_OK(ccCommDeregister(comm, handle));
+      CC_ASSERT_OK(ccBarrier(comm, nullptr));
+      CC_ASSERT_OK(ccMemFree(send));
+    }
+    CC_ASSERT_OK(ccCommDestroy(comm));
+  });
+}
+
+void expectFailure(ccResult_t result, ccResult_t expected, const std::string& named) {
+  EXPECT_EQ(result, expected) << ccGetLastError(nullptr);
+  EXPECT_NE(std::string(ccGetLastError(nullptr)).find(named), std::string::npos)
+      << "the error should name " << named << ": " << ccGetLastError(nullptr);
+}
+
+TEST(RegisteredBuffers, EveryBadArgumentIsNamed) {
+  runRanks(2, [&](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    expectFailure(ccMemAlloc(nullptr, 64), ccInvalidArgument, "ptr");
+    void* memory = nullptr;
+    expectFailure(ccMemAlloc(&memory, 0), ccInvalidArgument, "size");
+    EXPECT_EQ(memory, nullptr);
+    int onStack = 0;
+    expectFailure(ccMemFree(&onStack), ccInvalidArgument, "ccMemAlloc");
+    EXPECT_EQ(ccMemFree(nullptr), ccSuccess);
+
+    CC_ASSERT_OK(ccMemAlloc(&memory, 100));  // rounded up to a page
+    void* handle = nullptr;
+    std::vector<std::byte> plain(64);
+    expectFailure(ccCommRegister(comm, plain.data(), plain.size(), &handle), ccInvalidArgument,
+                  "ccMemAlloc");
+    expectFailure(ccCommRegister(comm, memory, 4097, &handle), ccInvalidArgument, "ccMemAlloc");
+    expectFailure(ccCommRegister(comm, nullptr, 64, &handle), ccInvalidArgument, "buff");
+    expectFailure(ccCommRegister(comm, memory, 0, &handle), ccInvalidArgument, "size");
+    expectFailure(ccCommRegister(comm, memory, 64, nullptr), ccInvalidArgument, "handle");
+    expectFailure(ccCommRegister(nullptr, memory, 64, &handle), ccInvalidArgument, "comm");
+
+    CC_ASSERT_OK(ccCommRegister(comm, static_cast<std::byte*>(memory) + 96, 4000, &handle));
+    expectFailure(ccMemFree(memory), ccInvalidUsage, "still registered");
+    int bogus = 0;
+    expectFailure(ccCommDeregister(comm, &bogus), ccInvalidArgument, "handle");
+    expectFailure(ccCommDeregister(comm, nullptr), ccInvalidArgument, "handle");
+    CC_ASSERT_OK(ccCommDeregister(comm, handle));
+    expectFailure(ccCommDeregister(comm, handle), ccInvalidArgument, "handle");
+    CC_ASSERT_OK(ccMemFree(memory));
+    expectFailure(ccMemFree(memory), ccInvalidArgument, "ccMemAlloc");
+
+    // Destroying a communicator drops its registrations.
+    CC_ASSERT_OK(ccMemAlloc(&memory, 4096));
+    CC_ASSERT_OK(ccCommRegister(comm, memory, 4096, &handle));
+    CC_ASSERT_OK(ccCommDestroy(comm));
+    CC_ASSERT_OK(ccMemFree(memory));
+  });
+}
+
+}  // namespace
+}  // namespace cc::testing
