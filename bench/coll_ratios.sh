@@ -5,7 +5,9 @@
 # (collective, np, size) the median ratio and each run's (> 1: cc moves more). Both with
 # their defaults.
 #
-#   bench/coll_ratios.sh [runs=3] [max-bytes=64M] [rank-counts="2 4"] [min-bytes=64K]
+#   bench/coll_ratios.sh [runs=3] [max-bytes=64M] [rank-counts="2 4"] [min-bytes=64K] [cc-flags]
+#
+# cc-flags go to cc-bench for cc's rows only, e.g. "-R 1" (cc on registered buffers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/stats.sh
@@ -14,6 +16,7 @@ runs=${1:-3}
 max=${2:-64M}
 read -r -a nps <<<"${3:-2 4}"
 min=${4:-64K}
+read -r -a flags <<<"${5:-}"
 export CC_SOCKET_IFNAME=${CC_SOCKET_IFNAME:-lo}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
@@ -24,7 +27,7 @@ for run in $(seq 1 "$runs"); do
   for np in "${nps[@]}"; do
     for collective in "${collectives[@]}"; do
       # The comparison table: size cc-busbw mpi-busbw cc/mpi cc-time mpi-time.
-      build/bin/cc-bench "$collective" -np "$np" -b "$min" -e "$max" -f 4 --peer mpi |
+      build/bin/cc-bench "$collective" -np "$np" -b "$min" -e "$max" -f 4 --peer mpi "${flags[@]}" |
         sed -n '/cc against/,/time at the smallest/p' | awk '$1 ~ /^[0-9]+$/ { print $1, $4 }' \
         >"$out/$collective-$np-$run.txt"
     done

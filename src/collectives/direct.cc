@@ -133,6 +133,8 @@ class Direct {
     return mySend_.registered();
   }
   bool receiveShared() const { return myRecv_.registered(); }
+  // The receive buffer alone (its send buffer then goes through staging).
+  void shareReceive() { myRecv_ = comm_.registrations().find(ctx_.args().recv, recvBytes()); }
   // `peer`'s registered send or receive buffer in this process, or null when it stages
   // its data. Known once checkCall() accepted the peer's call in this call's first round.
   const std::byte* peerSend(int peer) const {
@@ -486,7 +488,12 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
   const bool isRoot = me == args.root;
   std::vector<const void*>& sources = sourceList(n);
   // Registered buffers are read in place: no export of the input, no copy of the result.
-  const bool sendShared = direct.shareBuffers(toAllRanks);
+  // In place, only the result: a rank's imports would land on the lines its peers have
+  // just read as its input, and that ran at 0.6-0.8x the staged export on this machine
+  // (np=2, 1-256 MiB; docs/PERFORMANCE.md), where sharing only the result runs at 1.0-2x.
+  const bool inPlace = args.send == args.recv;
+  const bool sendShared = !inPlace && direct.shareBuffers(toAllRanks);
+  if (inPlace && toAllRanks) direct.shareReceive();
   const bool recvShared = direct.receiveShared();
   uint64_t round = 0;
   for (size_t offset = 0; offset < args.count; offset += blockElements) {

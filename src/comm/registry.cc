@@ -45,8 +45,7 @@ size_t roundUpToPage(size_t bytes) {
 }
 
 // The allocation holding [buffer, buffer + bytes), or end(). Caller holds the mutex.
-std::map<const std::byte*, Allocation>::iterator containing(const std::byte* buffer,
-                                                           size_t bytes) {
+std::map<const std::byte*, Allocation>::iterator containing(const std::byte* buffer, size_t bytes) {
   auto& table = allocations();
   auto it = table.upper_bound(buffer);
   if (it == table.begin()) return table.end();
@@ -76,7 +75,8 @@ Result<void*> allocateShared(size_t bytes) {
     return systemError(fmt::format("ccMemAlloc: ftruncate to {} bytes", fileBytes), errno);
   }
   void* base = mmap(nullptr, fileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (base == MAP_FAILED) return systemError(fmt::format("ccMemAlloc: mmap of {} bytes", fileBytes), errno);
+  if (base == MAP_FAILED)
+    return systemError(fmt::format("ccMemAlloc: mmap of {} bytes", fileBytes), errno);
   auto* header = static_cast<Header*>(base);
   std::lock_guard lock(gAllocationsMutex);
   const uint64_t serial = gNextSerial++;
@@ -94,9 +94,8 @@ Status freeShared(void* pointer) {
   auto& table = allocations();
   auto it = table.find(static_cast<const std::byte*>(pointer));
   if (it == table.end()) {
-    return invalidArgument(
-        fmt::format("ccMemFree: ptr {} was not returned by ccMemAlloc (or was freed already)",
-                    pointer));
+    return invalidArgument(fmt::format(
+        "ccMemFree: ptr {} was not returned by ccMemAlloc (or was freed already)", pointer));
   }
   if (it->second.registrations > 0) {
     return invalidUsage(fmt::format(
@@ -215,13 +214,13 @@ Result<const std::byte*> PeerMappings::resolve(int rank, pid_t pid, SharedRef re
   struct stat info {};
   if (fstat(fd.get(), &info) != 0) return systemError("fstat " + path, errno);
   auto fileBytes = static_cast<size_t>(info.st_size);
-  if (fileBytes < kSharedHeaderBytes || ref.offset > fileBytes ||
-      bytes > fileBytes - ref.offset) {
+  if (fileBytes < kSharedHeaderBytes || ref.offset > fileBytes || bytes > fileBytes - ref.offset) {
     return remoteError(fmt::format(
         "rank {}'s registered buffer ({} bytes at offset {}) is not inside {} ({} bytes)", rank,
         bytes, ref.offset, path, fileBytes));
   }
-  void* base = mmap(nullptr, fileBytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd.get(), 0);
+  // Not MAP_POPULATE: reading the holes of a memfd (pages ZeRO gave back) would fill them.
+  void* base = mmap(nullptr, fileBytes, PROT_READ, MAP_SHARED, fd.get(), 0);
   if (base == MAP_FAILED) return systemError("mmap " + path, errno);
   const auto* header = static_cast<const Header*>(base);
   if (header->magic != kMagic || (header->serial & 0xffffffffu) != ref.word >> 32) {
@@ -232,10 +231,9 @@ Result<const std::byte*> PeerMappings::resolve(int rank, pid_t pid, SharedRef re
         rank, path));
   }
   if (mappings_.size() >= kMaxMappings) {
-    auto oldest = std::min_element(mappings_.begin(), mappings_.end(),
-                                   [](const Mapping& a, const Mapping& b) {
-                                     return a.lastUse < b.lastUse;
-                                   });
+    auto oldest =
+        std::min_element(mappings_.begin(), mappings_.end(),
+                         [](const Mapping& a, const Mapping& b) { return a.lastUse < b.lastUse; });
     unmap(static_cast<size_t>(oldest - mappings_.begin()));
   }
   mappings_.push_back(Mapping{rank, ref.word, static_cast<std::byte*>(base), fileBytes, use});

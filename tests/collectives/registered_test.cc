@@ -139,8 +139,7 @@ TEST_P(Registered, EveryCollectiveGivesTheStagedBitsWhoeverRegisters) {
           std::vector<std::vector<std::byte>> inputs(static_cast<size_t>(n));
           for (int r = 0; r < n; ++r) {
             inputs[static_cast<size_t>(r)].resize(bytes);
-            fillInput(inputs[static_cast<size_t>(r)].data(), bytes / kElement, kType, ccSum, r,
-                      3);
+            fillInput(inputs[static_cast<size_t>(r)].data(), bytes / kElement, kType, ccSum, r, 3);
           }
           for (size_t i = 0; i < count; i += 101) {
             std::string error = checkReduced(staged.data(), i, inputs, i, kType, ccSum);

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "comm/handles.h"
 #include "parallel/checkpoint/checkpoint.h"
 #include "parallel/dp/segments.h"
 #include "parallel/mesh/mesh.h"
@@ -156,6 +157,50 @@ TEST_P(OverlapIsBitwise, SameWeightsWithAndWithoutOverlap) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, OverlapIsBitwise, ::testing::Values(0, 1, 2, 3),
+                         [](const ::testing::TestParamInfo<int>& run) {
+                           return "zero" + std::to_string(run.param);
+                         });
+
+class RegisteredIsBitwise : public ::testing::TestWithParam<int> {};
+
+// With a mesh, the model's buffers come from ccMemAlloc and are registered, so the peers
+// read the gradient buckets (and ZeRO's parameters) in place; the same calls through
+// cc's staging (--no-register) give the same bits. The peers' mappings show which path
+// ran: none through staging, some when registered.
+TEST_P(RegisteredIsBitwise, SameWeightsRegisteredOrStaged) {
+  const int zero = GetParam();
+  runRanks(2, [zero](RankContext& context) {
+    ccComm_t comm = context.initComm();
+    std::vector<float> weights[2];
+    for (int registered = 0; registered < 2; ++registered) {
+      TrainOptions options = smallOptions(kRowsPerRank, 6);
+      options.parallel.zeroStage = zero;
+      // Above the one-shot all-reduce's 64 KiB, which copies whatever the buffers are.
+      options.parallel.bucketBytes = 128 << 10;
+      options.parallel.registerBuffers = registered == 1;
+      auto mesh = dataParallelMesh(comm, options.model);
+      Trainer trainer(options, syntheticFor(options, context.rank, 2), mesh.get());
+      ASSERT_TRUE(trainer.status().isOk()) << trainer.status().message();
+      EXPECT_EQ(trainer.model().shareable(), registered == 1);
+      for (int step = 0; step < 6; ++step) ASSERT_TRUE(trainer.tryStep().isOk());
+      auto full = trainer.fullParameters();
+      ASSERT_TRUE(full.isOk()) << full.status().message();
+      weights[registered] = std::move(full).value();
+      const size_t mapped = comm::communicatorOf(mesh->dp())->peerMappings().count();
+      if (registered == 1) {
+        EXPECT_GT(mapped, 0u) << "no peer read this rank's registered buffers in place";
+      } else {
+        EXPECT_EQ(mapped, 0u);
+      }
+    }
+    ASSERT_EQ(weights[0].size(), weights[1].size());
+    EXPECT_EQ(std::memcmp(weights[0].data(), weights[1].data(), weights[0].size() * sizeof(float)),
+              0);
+    ccCommDestroy(comm);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, RegisteredIsBitwise, ::testing::Values(0, 1, 2, 3),
                          [](const ::testing::TestParamInfo<int>& run) {
                            return "zero" + std::to_string(run.param);
                          });

@@ -6,10 +6,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "cc_call.h"
@@ -21,6 +23,30 @@
 
 namespace cc::bench {
 namespace {
+
+// -R 1: a buffer from ccMemAlloc, registered with the communicator, touched (no page
+// fault inside a timed loop); deregistered and freed when it goes.
+class RegisteredBuffer {
+ public:
+  RegisteredBuffer(ccComm_t comm, size_t bytes) : comm_(comm) {
+    checkCc(ccMemAlloc(&data_, std::max<size_t>(bytes, 1)), comm, "ccMemAlloc");
+    std::memset(data_, 0, std::max<size_t>(bytes, 1));
+    checkCc(ccCommRegister(comm, data_, std::max<size_t>(bytes, 1), &handle_), comm,
+            "ccCommRegister");
+  }
+  ~RegisteredBuffer() {
+    checkCc(ccCommDeregister(comm_, handle_), comm_, "ccCommDeregister");
+    checkCc(ccMemFree(data_), comm_, "ccMemFree");
+  }
+  RegisteredBuffer(const RegisteredBuffer&) = delete;
+  RegisteredBuffer& operator=(const RegisteredBuffer&) = delete;
+  std::byte* data() const { return static_cast<std::byte*>(data_); }
+
+ private:
+  ccComm_t comm_;
+  void* data_ = nullptr;
+  void* handle_ = nullptr;
+};
 
 void printPreamble(const CollOptions& o, bool underMpirun, int nranks,
                    const std::vector<PeerRun*>& peers) {
@@ -37,6 +63,9 @@ void printPreamble(const CollOptions& o, bool underMpirun, int nranks,
                    : "ccStream_t, synchronized after the loop");
   fmt::print("# time: average over iterations of the slowest rank; GB = 1e9 B; bus factor {:.3f}\n",
              coll::busFactor(o.collective, nranks));
+  if (o.registered) {
+    fmt::print("# cc's buffers: registered (ccMemAlloc, ccCommRegister); the peers': their own\n");
+  }
   if (o.busy > 0) {
     fmt::print("# load: {} busy process(es) (a spinning loop each) beside every system's ranks\n",
                o.busy);
@@ -145,8 +174,20 @@ int runCollCommand(const CollOptions& options) {
       maxSend = std::max(maxSend, s.sendElems * coll::typeSize(options.type));
       maxRecv = std::max(maxRecv, s.recvElems * coll::typeSize(options.type));
     }
-    coll::Buffer send = coll::makeBuffer(maxSend);
-    coll::Buffer recv = coll::makeBuffer(maxRecv);
+    coll::Buffer plainSend;
+    coll::Buffer plainRecv;
+    std::optional<RegisteredBuffer> registeredSend;
+    std::optional<RegisteredBuffer> registeredRecv;
+    CcBuffers buffers;
+    if (options.registered) {
+      registeredSend.emplace(comm, maxSend);
+      registeredRecv.emplace(comm, maxRecv);
+      buffers = {registeredSend->data(), registeredRecv->data()};
+    } else {
+      plainSend = coll::makeBuffer(maxSend);
+      plainRecv = coll::makeBuffer(maxRecv);
+      buffers = {plainSend.get(), plainRecv.get()};
+    }
     ccStream_t stream = nullptr;
     if (options.useStream) checkCc(ccStreamCreate(&stream), comm, "ccStreamCreate");
 
@@ -180,14 +221,17 @@ int runCollCommand(const CollOptions& options) {
         else if (!myGate->wait())
           break;
       }
-      CollRow row =
-          measureCcRow(comm, stream, options, shape, rank, nranks, {send.get(), recv.get()});
+      CollRow row = measureCcRow(comm, stream, options, shape, rank, nranks, buffers);
       if (rank != 0) continue;
       printCollRow(collReport, row, stdout);
       collReport.systems.front().rows.push_back(row);
       for (auto& p : peers) p->step(shape);
     }
     if (stream != nullptr) checkCc(ccStreamDestroy(stream), comm, "ccStreamDestroy");
+    // No rank frees its registered buffers while a peer may still read them.
+    if (options.registered) checkCc(ccBarrier(comm, nullptr), comm, "ccBarrier after the sweep");
+    registeredSend.reset();
+    registeredRecv.reset();
     if (rank != 0) return;
     gates.close();
     int64_t wrong = report(collReport, peers);

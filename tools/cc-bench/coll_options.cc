@@ -10,7 +10,8 @@ namespace cc::bench {
 const char* const kCollUsage =
     "usage: cc-bench allreduce|allgather|reducescatter|broadcast|reduce|alltoall|sendrecv\n"
     "         [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-d TYPE] [-o OP] [-r ROOT] [-n ITERS]\n"
-    "         [-w WARMUP] [-c 0|1] [-z 0|1] [--stream] [-np N] [--peer mpi|gloo|mpi,gloo]\n"
+    "         [-w WARMUP] [-c 0|1] [-z 0|1] [-R 0|1] [--stream] [-np N] [--peer "
+    "mpi|gloo|mpi,gloo]\n"
     "         [--json FILE] [--csv FILE] [--plot FILE.svg] [--latency] [--busy N]\n"
     "  nccl-tests' table for one collective: per size, out-of-place then in-place time (us,\n"
     "  average over iterations of the slowest rank), algbw and busbw (GB/s, 1e9 B) and the\n"
@@ -20,6 +21,8 @@ const char* const kCollUsage =
     "  -c 1 checks each size once, with inputs that make every reduction exact (default 1)\n"
     "  Calls go on the NULL stream, which blocks; --stream queues them on a ccStream_t and\n"
     "  synchronizes every iteration (-z 1, default) or once after the loop (-z 0).\n"
+    "  -R 1 runs cc on registered buffers (ccMemAlloc + ccCommRegister): the ranks of a host\n"
+    "  read each other's buffers in place. The peers keep their own buffers.\n"
     "  Sizes take K, M, G (1024s). Defaults: -b 8 -e 64M -f 2 -n 20 -w 5 -np 2.\n"
     "  Started by hand, cc-bench forks -np ranks here; under mpirun it uses\n"
     "  ccCommInitFromEnv and ignores -np and --peer.\n"
@@ -84,10 +87,12 @@ std::optional<CollOptions> parseCollOptions(coll::Collective collective,
       std::optional<int> count = parseInt(value, flag == "-n" ? 1 : 0, 1'000'000);
       if (!count) return bad();
       (flag == "-n" ? options.iterations : options.warmup) = *count;
-    } else if (flag == "-c" || flag == "-z") {
+    } else if (flag == "-c" || flag == "-z" || flag == "-R") {
       std::optional<int> on = parseInt(value, 0, 1);
       if (!on) return bad();
-      (flag == "-c" ? options.check : options.blocking) = *on == 1;
+      (flag == "-c"   ? options.check
+       : flag == "-z" ? options.blocking
+                      : options.registered) = *on == 1;
     } else if (flag == "-np") {
       std::optional<int> count = parseInt(value, 1, 256);
       if (!count) return bad();

@@ -27,13 +27,14 @@ struct CollOptions {
   bool useStream = false;  // --stream: calls on a ccStream_t, not the NULL stream
   int nranks = 2;          // -np, for ranks forked here
   bool nranksGiven = false;
-  bool peerMpi = false;   // --peer mpi
-  bool peerGloo = false;  // --peer gloo
-  std::string jsonPath;   // --json FILE
-  std::string csvPath;    // --csv FILE
-  std::string plotPath;   // --plot FILE.svg
-  bool latency = false;   // --latency: p50, p99 and the worst call per size, every system
-  int busy = 0;           // --busy N: N busy processes beside the ranks for the whole run
+  bool peerMpi = false;     // --peer mpi
+  bool peerGloo = false;    // --peer gloo
+  std::string jsonPath;     // --json FILE
+  std::string csvPath;      // --csv FILE
+  std::string plotPath;     // --plot FILE.svg
+  bool latency = false;     // --latency: p50, p99 and the worst call per size, every system
+  int busy = 0;             // --busy N: N busy processes beside the ranks for the whole run
+  bool registered = false;  // -R 1: cc's buffers from ccMemAlloc, registered with ccCommRegister
 };
 
 // Parses the arguments after the collective's name. On a bad line, returns nullopt and

@@ -75,6 +75,8 @@ parallel:  --dp N (1) --tp N (1; heads and the padded vocab divisible by it) --p
            layers divisible by it, or --pp-layers 3,5: blocks per stage); run under mpirun
            -np DP*PP*TP --zero 0|1|2|3 (0; 0 or 1 with --pp) --bucket-mb X (25)
            --no-overlap (reduce gradients after backward instead of during it)
+           --no-register (DP's buffers not registered with cc: peers on a host read them
+           through cc's staging instead of in place)
            --sp (sequence parallelism over the TP group; --tp divides --seq)
            --compress none|fp16|bf16|onebit|powersgd (DP's gradient reductions; onebit and
            powersgd with --zero 0) --compress-rank R (4, PowerSGD) --compress-start STEP (0:
@@ -254,6 +256,7 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
   };
   // Flags that take no value.
   const std::map<std::string, bool*> switches = {{"--no-overlap", nullptr},
+                                                 {"--no-register", nullptr},
                                                  {"--sp", &train.sequenceParallel},
                                                  {"--recompute", &train.recompute}};
   auto apply = [&](const std::string& flag, const std::string* value) -> Status {
@@ -261,6 +264,7 @@ Result<Options> parseOptions(const std::vector<std::string>& arguments) {
     if (toggle != switches.end()) {
       if (toggle->second != nullptr) *toggle->second = true;
       if (flag == "--no-overlap") train.parallel.overlap = false;
+      if (flag == "--no-register") train.parallel.registerBuffers = false;
       return Status::ok();
     }
     const auto handler = handlers.find(flag);

@@ -51,8 +51,25 @@ Result<std::unique_ptr<DataParallel>> DataParallel::create(
   c.segments = dp->strategy_->segments(model, c.padded, c.world, bucketElements);
   c.pieces = shardPieces(c.segments, c.rank, c.world);
   CC_TRY(dp->strategy_->attach(c));
+  if (options.registerBuffers && model.shareable()) CC_TRY(dp->registerBuffers());
   model.setObserver(dp.get());
   return dp;
+}
+
+Status DataParallel::registerBuffers() {
+  auto add = [this](ccComm_t comm, std::span<float> buffer) -> Status {
+    void* handle = nullptr;
+    CC_TRY(ccCall(ccCommRegister(comm, buffer.data(), buffer.size_bytes(), &handle), comm,
+                  "dp: ccCommRegister"));
+    registrations_.emplace_back(comm, handle);
+    return Status::ok();
+  };
+  // Gradient buckets are reduced in place; parameters are gathered in place (ZeRO), and
+  // averaged in place by local SGD, on the gradients' communicator or their own.
+  CC_TRY(add(context_.gradComm, model_.paddedGradients()));
+  CC_TRY(add(context_.gradComm, model_.paddedParameters()));
+  if (ownParameterChannel()) CC_TRY(add(context_.paramComm, model_.paddedParameters()));
+  return Status::ok();
 }
 
 DataParallel::DataParallel(Gpt<float>& model, const DataParallelOptions& options,
@@ -69,6 +86,8 @@ DataParallel::~DataParallel() {
   // After a failure a peer may be gone: abort rather than wait on anything.
   if (!error_.isOk() && ownChannel) (void)ccCommAbort(context_.paramComm);
   if (context_.gradStream != nullptr) (void)ccStreamDestroy(context_.gradStream);
+  // Before the model frees the memory (and before the parameter communicator goes).
+  for (const auto& [comm, handle] : registrations_) (void)ccCommDeregister(comm, handle);
   if (ownChannel) {
     if (context_.paramStream != nullptr) (void)ccStreamDestroy(context_.paramStream);
     if (error_.isOk()) (void)ccCommDestroy(context_.paramComm);

@@ -34,6 +34,10 @@ struct DataParallelOptions {
   int zeroStage = 0;                      // 0, 1, 2 or 3 (zero/stages.h)
   size_t bucketBytes = size_t{25} << 20;  // gradient bucket size (stages 0-2)
   bool overlap = true;                    // reduce while backward runs
+  // Register the model's gradient and parameter buffers with the DP communicators when
+  // they come from ccMemAlloc (Gpt's `shareable`): the ranks of a host then read each
+  // other's buckets in place instead of through cc's staging.
+  bool registerBuffers = true;
   // Buckets of whole tensors (stage 0 only), for a reducer that needs matrices.
   bool alignBucketsToTensors = false;
 };
@@ -108,6 +112,7 @@ class DataParallel final : public GptObserver {
   void releaseCompletedGradients(bool all);
   void record(const Status& status);
   bool ownParameterChannel() const { return context_.paramComm != context_.gradComm; }
+  Status registerBuffers();
 
   Gpt<float>& model_;
   DataParallelOptions options_;
@@ -118,7 +123,8 @@ class DataParallel final : public GptObserver {
   size_t released_ = 0;        // of them, gradients given back (strategies that release)
   bool communicates_ = false;  // this micro-batch reduces
   bool inMicroBatch_ = false;
-  Status error_;  // first failure inside a hook
+  std::vector<std::pair<ccComm_t, void*>> registrations_;  // ccCommRegister's handles
+  Status error_;                                           // first failure inside a hook
   double waitSeconds_ = 0;
 };
 

@@ -29,17 +29,21 @@ void zero(T* buffer, size_t count) {
 }  // namespace
 
 template <typename T>
-Gpt<T>::Gpt(const GptConfig& config, int maxBatch, size_t bufferElements, bool recompute)
-    : Gpt(ParameterLayout(config), maxBatch, bufferElements, recompute) {}
+Gpt<T>::Gpt(const GptConfig& config, int maxBatch, size_t bufferElements, bool recompute,
+            bool shareable)
+    : Gpt(ParameterLayout(config), maxBatch, bufferElements, recompute, shareable) {}
 
 template <typename T>
-Gpt<T>::Gpt(const ParameterLayout& layout, int maxBatch, size_t bufferElements, bool recompute)
+Gpt<T>::Gpt(const ParameterLayout& layout, int maxBatch, size_t bufferElements, bool recompute,
+            bool shareable)
     : config_(layout.config()),
       layout_(layout),
       maxBatch_(maxBatch),
       recompute_(recompute),
-      parameterPages_(std::max(layout_.totalSize(), bufferElements) * sizeof(T)),
-      gradientPages_(parameterPages_.bytes()),
+      parameterPages_(std::max(layout_.totalSize(), bufferElements) * sizeof(T),
+                      shareable ? PageBuffer::Sharing::kShared : PageBuffer::Sharing::kPrivate),
+      gradientPages_(parameterPages_.bytes(),
+                     shareable ? PageBuffer::Sharing::kShared : PageBuffer::Sharing::kPrivate),
       parameters_(static_cast<T*>(parameterPages_.data()),
                   std::max(layout_.totalSize(), bufferElements)),
       gradients_(static_cast<T*>(gradientPages_.data()), parameters_.size()),

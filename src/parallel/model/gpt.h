@@ -62,7 +62,10 @@ class Gpt {
   // bufferElements) elements: data parallelism pads them (with zeros that stay zero) so
   // that shards divide evenly. The model's own arena takes batches of up to maxBatch
   // sequences of config.seq tokens.
-  Gpt(const GptConfig& config, int maxBatch, size_t bufferElements = 0, bool recompute = false);
+  // shareable: the parameter and gradient buffers come from ccMemAlloc, so that data
+  // parallelism can register them (the ranks of a host then read them in place).
+  Gpt(const GptConfig& config, int maxBatch, size_t bufferElements = 0, bool recompute = false,
+      bool shareable = false);
   // One part of it (a pipeline stage's blocks, a tensor-parallel shard; validatePart()
   // first). A TP shard (tpSize > 1) runs its pieces only once setTensorParallel has given
   // it its group.
@@ -71,7 +74,7 @@ class Gpt {
   // about a third more compute and, per micro-batch in flight, one [M, C] per block
   // instead of all of a block's activations (activations.h).
   Gpt(const ParameterLayout& layout, int maxBatch, size_t bufferElements = 0,
-      bool recompute = false);
+      bool recompute = false, bool shareable = false);
 
   const GptConfig& config() const { return config_; }
   const ParameterLayout& layout() const { return layout_; }
@@ -84,6 +87,8 @@ class Gpt {
   // The whole buffers, padding included.
   std::span<T> paddedParameters() { return parameters_; }
   std::span<T> paddedGradients() { return gradients_; }
+  // Whether the buffers above come from ccMemAlloc (the constructor's `shareable`).
+  bool shareable() const { return gradientPages_.shared(); }
   // Elements [begin, end) read as zero afterwards and their whole pages leave memory.
   void releaseParameters(size_t begin, size_t end) {
     parameterPages_.release(begin * sizeof(T), end * sizeof(T));

@@ -1,5 +1,6 @@
 #include "parallel/model/page_buffer.h"
 
+#include <cc/cc.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -9,25 +10,44 @@
 
 namespace cc::parallel {
 
-PageBuffer::PageBuffer(size_t bytes) : bytes_(bytes) {
+PageBuffer::PageBuffer(size_t bytes, Sharing sharing)
+    : bytes_(bytes), shared_(sharing == Sharing::kShared) {
   if (bytes == 0) return;
+  if (shared_) {
+    // Zero-filled like the anonymous mapping: a fresh memfd reads as zero.
+    if (ccMemAlloc(&data_, bytes) != ccSuccess) throw std::bad_alloc();
+    return;
+  }
   void* mapped = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mapped == MAP_FAILED) throw std::bad_alloc();
   data_ = mapped;
 }
 
-PageBuffer::~PageBuffer() {
-  if (data_ != nullptr) ::munmap(data_, bytes_);
+PageBuffer::~PageBuffer() { unmap(); }
+
+void PageBuffer::unmap() {
+  if (data_ == nullptr) return;
+  // A shared buffer still registered somewhere is refused by ccMemFree and stays mapped
+  // (data parallelism deregisters before the model goes; only a failed run leaks it).
+  if (shared_) {
+    (void)ccMemFree(data_);
+  } else {
+    ::munmap(data_, bytes_);
+  }
+  data_ = nullptr;
 }
 
 PageBuffer::PageBuffer(PageBuffer&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+    : data_(std::exchange(other.data_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      shared_(std::exchange(other.shared_, false)) {}
 
 PageBuffer& PageBuffer::operator=(PageBuffer&& other) noexcept {
   if (this != &other) {
-    if (data_ != nullptr) ::munmap(data_, bytes_);
+    unmap();
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
+    shared_ = std::exchange(other.shared_, false);
   }
   return *this;
 }
@@ -47,8 +67,9 @@ void PageBuffer::release(size_t begin, size_t end) {
   std::memset(base + begin, 0, firstWhole - begin);
   std::memset(base + lastWhole, 0, end - lastWhole);
   // MADV_DONTNEED on a private anonymous mapping: the pages are freed now and come back
-  // zero-filled on the next touch.
-  ::madvise(base + firstWhole, lastWhole - firstWhole, MADV_DONTNEED);
+  // zero-filled on the next touch. A shared mapping would keep the memfd's pages (and
+  // their old contents): MADV_REMOVE punches them out of the file instead.
+  ::madvise(base + firstWhole, lastWhole - firstWhole, shared_ ? MADV_REMOVE : MADV_DONTNEED);
 }
 
 }  // namespace cc::parallel

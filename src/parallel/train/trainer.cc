@@ -32,8 +32,10 @@ Gpt<float> makeModel(const TrainOptions& options, const Mesh* mesh) {
   const ParameterLayout layout = validatePart(options.model, part).isOk()
                                      ? ParameterLayout(options.model, part)
                                      : ParameterLayout(options.model);
+  // With data parallelism the buffers come from ccMemAlloc, to be registered (data_parallel.h).
+  const bool shareable = mesh->shape().dp > 1 && options.parallel.registerBuffers;
   return Gpt<float>(layout, options.batch, paddedBufferSize(layout.totalSize(), mesh->shape().dp),
-                    options.recompute);
+                    options.recompute, shareable);
 }
 
 }  // namespace
