@@ -83,6 +83,61 @@ class Stream {
   ccStream_t stream_ = nullptr;
 };
 
+// Memory the other ranks of a host can read in place once it is registered with a
+// communicator (ccMemAlloc, zero-filled, page-aligned): `count` elements of T, freed
+// when it goes. Declare it before the Registrations of it, so that they go first.
+template <typename T>
+class SharedBuffer {
+ public:
+  explicit SharedBuffer(size_t count) : count_(count) {
+    void* memory = nullptr;
+    check(ccMemAlloc(&memory, count * sizeof(T)));
+    data_ = static_cast<T*>(memory);
+  }
+  ~SharedBuffer() {
+    if (data_ != nullptr) ccMemFree(data_);
+  }
+  SharedBuffer(SharedBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), count_(std::exchange(other.count_, 0)) {}
+  SharedBuffer& operator=(SharedBuffer&& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(count_, other.count_);
+    return *this;
+  }
+  SharedBuffer(const SharedBuffer&) = delete;
+  SharedBuffer& operator=(const SharedBuffer&) = delete;
+
+  std::span<T> span() const { return {data_, count_}; }
+  T* data() const { return data_; }
+  size_t size() const { return count_; }
+
+ private:
+  T* data_ = nullptr;
+  size_t count_ = 0;
+};
+
+// A buffer registered with a communicator (ccCommRegister), deregistered when it goes.
+class Registration {
+ public:
+  Registration(ccComm_t comm, void* handle) : comm_(comm), handle_(handle) {}
+  ~Registration() {
+    if (handle_ != nullptr) ccCommDeregister(comm_, handle_);
+  }
+  Registration(Registration&& other) noexcept
+      : comm_(other.comm_), handle_(std::exchange(other.handle_, nullptr)) {}
+  Registration& operator=(Registration&& other) noexcept {
+    std::swap(comm_, other.comm_);
+    std::swap(handle_, other.handle_);
+    return *this;
+  }
+  Registration(const Registration&) = delete;
+  Registration& operator=(const Registration&) = delete;
+
+ private:
+  ccComm_t comm_ = nullptr;
+  void* handle_ = nullptr;
+};
+
 class Comm {
  public:
   static Comm fromEnvironment() {
@@ -137,6 +192,13 @@ class Comm {
     check(ccRecv(data.data(), data.size(), dataTypeOf<T>(), peer, comm_,
                  stream ? stream->get() : nullptr),
           comm_);
+  }
+  // Lets the ranks of this host read `buffer` (inside a SharedBuffer) in place.
+  template <typename T>
+  [[nodiscard]] Registration registerBuffer(std::span<T> buffer) {
+    void* handle = nullptr;
+    check(ccCommRegister(comm_, buffer.data(), buffer.size_bytes(), &handle), comm_);
+    return Registration(comm_, handle);
   }
   void barrier(const Stream* stream = nullptr) {
     check(ccBarrier(comm_, stream ? stream->get() : nullptr), comm_);

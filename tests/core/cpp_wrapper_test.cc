@@ -56,6 +56,27 @@ TEST(CppWrapper, CollectivesTakeTheirSizesFromSpans) {
   });
 }
 
+TEST(CppWrapper, SharedBuffersRegisterAndGoInOrder) {
+  runRanks(2, [](RankContext& context) {
+    cc::Comm comm = cc::Comm::initRank(2, context.id, context.rank);
+    cc::SharedBuffer<float> data(1 << 18);
+    for (float& value : data.span()) value = static_cast<float>(context.rank + 1);
+    {
+      cc::Registration registration = comm.registerBuffer(data.span());
+      comm.allReduce(data.span());
+      EXPECT_EQ(data.data()[(1 << 18) - 1], 3.0f);
+      comm.barrier();
+    }
+    std::vector<float> plain(4);
+    try {
+      (void)comm.registerBuffer(std::span(plain));
+      ADD_FAILURE() << "no exception";
+    } catch (const cc::Error& error) {
+      EXPECT_EQ(error.code(), ccInvalidArgument);
+    }
+  });
+}
+
 TEST(CppWrapper, ErrorsBecomeExceptionsWithTheMessage) {
   runRanks(1, [](RankContext& context) {
     cc::Comm comm = cc::Comm::initRank(1, context.id, 0);
