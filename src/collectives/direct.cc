@@ -463,22 +463,31 @@ Status allReduceOneShot(const Context& ctx, Direct& direct, size_t blockElements
   const CollectiveArgs& args = ctx.args();
   const int n = ctx.size();
   std::vector<const void*>& sources = sourceList(n);
+  // A registered input is read in place, out of place only: in place, a rank's result
+  // would overwrite the input its peers are still reading.
+  const bool sendShared = args.send != args.recv && direct.shareBuffers(false);
+  uint64_t round = 0;
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
-    uint64_t round = direct.nextRound();
+    round = direct.nextRound();
     CC_TRY(direct.beginRound(round));
-    std::memcpy(direct.staging(ctx.rank(), round), ctx.sendAt(offset), ctx.bytes(length));
+    if (!sendShared) {
+      std::memcpy(direct.staging(ctx.rank(), round), ctx.sendAt(offset), ctx.bytes(length));
+    }
     CC_TRY(direct.exchangeReady(round));
     for (int p = 0; p < n; ++p) {
       if (p != ctx.rank()) CC_TRY(direct.checkCall(p, round));
-      sources[static_cast<size_t>(p)] = direct.staging(p, round);
+      const std::byte* theirs = p == ctx.rank() ? nullptr : direct.peerSend(p);
+      sources[static_cast<size_t>(p)] = p == ctx.rank() && sendShared ? ctx.sendAt(offset)
+                                        : theirs != nullptr           ? theirs + ctx.bytes(offset)
+                                                                      : direct.staging(p, round);
     }
     ctx.reduceMany(ctx.recvAt(offset), sources.data(), n, length);
     direct.publish(kReleased, round);
     size_t others = ctx.bytes(length) * static_cast<size_t>(n - 1);
     direct.tally(others, others);
   }
-  return Status::ok();
+  return direct.finishShared(round);
 }
 
 Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements, bool toAllRanks) {
@@ -567,12 +576,18 @@ Status reduceOneShot(const Context& ctx, Direct& direct, size_t blockElements) {
   const int n = ctx.size();
   const int me = ctx.rank();
   std::vector<const void*>& sources = sourceList(n);
+  // A registered input is read by the root in place; the rank then returns when the
+  // root has released the last round instead of at once.
+  const bool sendShared = me != args.root && direct.shareBuffers(false);
+  uint64_t round = 0;
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
-    uint64_t round = direct.nextRound();
+    round = direct.nextRound();
     CC_TRY(direct.beginRound(round));
     if (me != args.root) {
-      std::memcpy(direct.staging(me, round), ctx.sendAt(offset), ctx.bytes(length));
+      if (!sendShared) {
+        std::memcpy(direct.staging(me, round), ctx.sendAt(offset), ctx.bytes(length));
+      }
       direct.describe(round);
       // It reads nothing, so the round is released as it is published, with one ring.
       direct.publish(kReleased, kReady, round);
@@ -581,15 +596,20 @@ Status reduceOneShot(const Context& ctx, Direct& direct, size_t blockElements) {
     }
     CC_TRY(direct.waitFor(kReady, round));
     for (int p = 0; p < n; ++p) {
-      if (p != me) CC_TRY(direct.checkCall(p, round));
+      if (p == me) {
+        sources[static_cast<size_t>(p)] = ctx.sendAt(offset);
+        continue;
+      }
+      CC_TRY(direct.checkCall(p, round));
+      const std::byte* theirs = direct.peerSend(p);
       sources[static_cast<size_t>(p)] =
-          p == me ? static_cast<const void*>(ctx.sendAt(offset)) : direct.staging(p, round);
+          theirs != nullptr ? theirs + ctx.bytes(offset) : direct.staging(p, round);
     }
     ctx.reduceMany(ctx.recvAt(offset), sources.data(), n, length);
     direct.publish(kReleased, round);
     direct.tally(0, ctx.bytes(length) * static_cast<size_t>(n - 1));
   }
-  return Status::ok();
+  return direct.finishShared(round);
 }
 
 }  // namespace

@@ -89,61 +89,65 @@ TEST_P(Registered, EveryCollectiveGivesTheStagedBitsWhoeverRegisters) {
     // Small slots: a call of `count` elements takes many rounds.
     impl->chunkBytesOverride() = 16 << 10;
     const int me = context.rank;
-    const size_t count = 20011;  // an odd size: uneven slices
-    const size_t bytes = count * kElement * static_cast<size_t>(n);
-    for (const char* kind :
-         {"allreduce", "reduce", "broadcast", "allgather", "reducescatter", "alltoall"}) {
-      for (bool inPlace : {false, true}) {
-        if (inPlace && std::string(kind) == "alltoall") continue;  // the API refuses it
-        std::vector<std::byte> staged;
-        for (Who who : {Who::kNone, Who::kAll, Who::kRankZero}) {
-          void* send = nullptr;
-          void* recv = nullptr;
-          CC_ASSERT_OK(ccMemAlloc(&send, bytes));
-          CC_ASSERT_OK(ccMemAlloc(&recv, bytes));
-          auto* sendBytes = static_cast<std::byte*>(send);
-          auto* recvBytes = static_cast<std::byte*>(recv);
-          fillInput(sendBytes, bytes / kElement, kType, ccSum, me, 3);
-          // In-place all-gather reads its block from the output buffer.
-          fillInput(recvBytes, bytes / kElement, kType, ccSum, me, 3);
-          void* sendHandle = nullptr;
-          void* recvHandle = nullptr;
-          if (registers(who, me)) {
-            CC_ASSERT_OK(ccCommRegister(comm, send, bytes, &sendHandle));
-            CC_ASSERT_OK(ccCommRegister(comm, recv, bytes, &recvHandle));
+    // An odd size (uneven slices, many rounds), and one small enough for the one-shot
+    // all-reduce and reduce.
+    for (const size_t count : {size_t{20011}, size_t{1001}}) {
+      const size_t bytes = count * kElement * static_cast<size_t>(n);
+      for (const char* kind :
+           {"allreduce", "reduce", "broadcast", "allgather", "reducescatter", "alltoall"}) {
+        for (bool inPlace : {false, true}) {
+          if (inPlace && std::string(kind) == "alltoall") continue;  // the API refuses it
+          std::vector<std::byte> staged;
+          for (Who who : {Who::kNone, Who::kAll, Who::kRankZero}) {
+            void* send = nullptr;
+            void* recv = nullptr;
+            CC_ASSERT_OK(ccMemAlloc(&send, bytes));
+            CC_ASSERT_OK(ccMemAlloc(&recv, bytes));
+            auto* sendBytes = static_cast<std::byte*>(send);
+            auto* recvBytes = static_cast<std::byte*>(recv);
+            fillInput(sendBytes, bytes / kElement, kType, ccSum, me, 3);
+            // In-place all-gather reads its block from the output buffer.
+            fillInput(recvBytes, bytes / kElement, kType, ccSum, me, 3);
+            void* sendHandle = nullptr;
+            void* recvHandle = nullptr;
+            if (registers(who, me)) {
+              CC_ASSERT_OK(ccCommRegister(comm, send, bytes, &sendHandle));
+              CC_ASSERT_OK(ccCommRegister(comm, recv, bytes, &recvHandle));
+            }
+            CC_ASSERT_OK(runCollective(kind, inPlace, sendBytes, recvBytes, count, me, n, comm));
+            std::vector<std::byte> result =
+                resultOf(kind, inPlace, sendBytes, recvBytes, count, me, n);
+            // The call has returned: the buffers are the caller's again.
+            std::memset(send, 0xff, bytes);
+            std::memset(recv, 0xff, bytes);
+            if (who == Who::kNone) {
+              staged = result;
+            } else {
+              ASSERT_EQ(result, staged) << kind << " of " << count << (inPlace ? " in place" : "")
+                                        << " with " << (who == Who::kAll ? "every rank" : "rank 0")
+                                        << " registered differs from the staged run";
+            }
+            if (registers(who, me)) {
+              CC_ASSERT_OK(ccCommDeregister(comm, sendHandle));
+              CC_ASSERT_OK(ccCommDeregister(comm, recvHandle));
+            }
+            // Every rank is done with the peers' buffers only after this barrier.
+            CC_ASSERT_OK(ccBarrier(comm, nullptr));
+            CC_ASSERT_OK(ccMemFree(send));
+            CC_ASSERT_OK(ccMemFree(recv));
           }
-          CC_ASSERT_OK(runCollective(kind, inPlace, sendBytes, recvBytes, count, me, n, comm));
-          std::vector<std::byte> result =
-              resultOf(kind, inPlace, sendBytes, recvBytes, count, me, n);
-          // The call has returned: the buffers are the caller's again.
-          std::memset(send, 0xff, bytes);
-          std::memset(recv, 0xff, bytes);
-          if (who == Who::kNone) {
-            staged = result;
-          } else {
-            ASSERT_EQ(result, staged) << kind << (inPlace ? " in place" : "") << " with "
-                                      << (who == Who::kAll ? "every rank" : "rank 0")
-                                      << " registered differs from the staged run";
-          }
-          if (registers(who, me)) {
-            CC_ASSERT_OK(ccCommDeregister(comm, sendHandle));
-            CC_ASSERT_OK(ccCommDeregister(comm, recvHandle));
-          }
-          // Every rank is done with the peers' buffers only after this barrier.
-          CC_ASSERT_OK(ccBarrier(comm, nullptr));
-          CC_ASSERT_OK(ccMemFree(send));
-          CC_ASSERT_OK(ccMemFree(recv));
-        }
-        if (std::string(kind) == "allreduce") {
-          // The staged run itself is right (so "the same bits" means right).
-          std::vector<std::vector<std::byte>> inputs(static_cast<size_t>(n));
-          for (int r = 0; r < n; ++r) {
-            inputs[static_cast<size_t>(r)].resize(bytes);
-            fillInput(inputs[static_cast<size_t>(r)].data(), bytes / kElement, kType, ccSum, r, 3);
-          }
-          for (size_t i = 0; i < count; i += 101) {
-            std::string error = checkReduced(staged.data(), i, inputs, i, kType, ccSum);
-            ASSERT_TRUE(error.empty()) << error;
+          if (std::string(kind) == "allreduce") {
+            // The staged run itself is right (so "the same bits" means right).
+            std::vector<std::vector<std::byte>> inputs(static_cast<size_t>(n));
+            for (int r = 0; r < n; ++r) {
+              inputs[static_cast<size_t>(r)].resize(bytes);
+              fillInput(inputs[static_cast<size_t>(r)].data(), bytes / kElement, kType, ccSum, r,
+                        3);
+            }
+            for (size_t i = 0; i < count; i += 101) {
+              std::string error = checkReduced(staged.data(), i, inputs, i, kType, ccSum);
+              ASSERT_TRUE(error.empty()) << error;
+            }
           }
         }
       }

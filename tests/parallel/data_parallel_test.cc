@@ -175,7 +175,8 @@ TEST_P(RegisteredIsBitwise, SameWeightsRegisteredOrStaged) {
     for (int registered = 0; registered < 2; ++registered) {
       TrainOptions options = smallOptions(kRowsPerRank, 6);
       options.parallel.zeroStage = zero;
-      // Above the one-shot all-reduce's 64 KiB, which copies whatever the buffers are.
+      // Above the one-shot all-reduce's 64 KiB, which stages an in-place call whatever the
+      // buffers are.
       options.parallel.bucketBytes = 128 << 10;
       options.parallel.registerBuffers = registered == 1;
       auto mesh = dataParallelMesh(comm, options.model);
