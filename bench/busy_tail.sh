@@ -13,12 +13,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/stats.sh
 . bench/stats.sh
+loopback_mpi
 runs=${1:-3}
 busy=${2:-1}
 iterations=${3:-200}
-export CC_SOCKET_IFNAME=${CC_SOCKET_IFNAME:-lo}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 bench=build/bin/cc-bench
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

@@ -12,14 +12,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/stats.sh
 . bench/stats.sh
+loopback_mpi
 runs=${1:-3}
 max=${2:-64M}
 read -r -a nps <<<"${3:-2 4}"
 min=${4:-64K}
 read -r -a flags <<<"${5:-}"
-export CC_SOCKET_IFNAME=${CC_SOCKET_IFNAME:-lo}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 collectives=(allreduce reducescatter allgather broadcast reduce alltoall)

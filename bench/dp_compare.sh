@@ -18,8 +18,6 @@ while [ $# -gt 0 ]; do
     *) echo "dp_compare: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-export CC_SOCKET_IFNAME=${CC_SOCKET_IFNAME:-lo} OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 model="--layers 4 --heads 4 --width 256 --seq 128 --batch 8 --vocab 256"
 train="$build/bin/cc-train"
 python=/usr/bin/python3
@@ -28,6 +26,7 @@ have_torch=1
 field() { awk -v k="$1" '/^summary:/ { for (i = 1; i <= NF; i++) if ($i == k) print $(i + 1) }'; }
 # shellcheck source=bench/stats.sh
 . bench/stats.sh
+loopback_mpi
 one=() dp=() dpno=() wait=() waitno=() ddp=()
 for round in $(seq "$rounds"); do
   out=$("$train" $model --steps $((steps + 1)) --threads 1 --print-every 1000000)

@@ -9,11 +9,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/stats.sh
 . bench/stats.sh
+loopback_mpi
 rounds=${1:-3}
 steps=${2:-20}
 bucket=${3:-2}
-export CC_SOCKET_IFNAME=${CC_SOCKET_IFNAME:-lo} OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 model=(--layers 4 --heads 4 --width 256 --seq 128 --batch 8 --vocab 256)
 field() { awk -v k="$1" '/^summary:/ { for (i = 1; i <= NF; i++) if ($i == k) print $(i + 1) }'; }
 declare -A tokens waits

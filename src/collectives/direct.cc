@@ -120,28 +120,27 @@ class Direct {
   // Bytes of one staging slot.
   size_t slotBytes() const { return slotBytes_; }
 
-  // Lets the peers read this rank's send buffer (and its receive buffer, with
-  // `recvToo`) in place when they are registered with the communicator, instead of
-  // through staging. Returns whether the send buffer is shared; receiveShared() tells
-  // the same of the receive buffer. Every round's call line carries the answer, and the
-  // call ends with finishShared(), so the user gets the buffers back only when no peer
-  // reads them any more.
-  bool shareBuffers(bool recvToo) {
+  // Lets the peers read this rank's send and/or receive buffer in place, each where it
+  // is registered with the communicator, instead of through staging. Every round's call
+  // line carries the answer, and the call ends with finishShared(), so the user gets the
+  // buffers back only when no peer reads them any more.
+  void share(bool send, bool recv) {
     const CollectiveArgs& args = ctx_.args();
-    mySend_ = comm_.registrations().find(args.send, sendBytes());
-    if (recvToo) myRecv_ = comm_.registrations().find(args.recv, recvBytes());
-    return mySend_.registered();
+    if (send) mySend_ = comm_.registrations().find(args.send, sendBytes());
+    if (recv) myRecv_ = comm_.registrations().find(args.recv, recvBytes());
   }
-  bool receiveShared() const { return myRecv_.registered(); }
-  // The receive buffer alone (its send buffer then goes through staging).
-  void shareReceive() { myRecv_ = comm_.registrations().find(ctx_.args().recv, recvBytes()); }
-  // `peer`'s registered send or receive buffer in this process, or null when it stages
-  // its data. Known once checkCall() accepted the peer's call in this call's first round.
-  const std::byte* peerSend(int peer) const {
-    return peerSend_.empty() ? nullptr : peerSend_[static_cast<size_t>(peer)];
+  bool sendShared() const { return mySend_.registered(); }
+  bool recvShared() const { return myRecv_.registered(); }
+  // Where to read `peer`'s input (or output) for `round`: `sharedAt` bytes into its
+  // registered buffer when it shares one, else `stagedAt` bytes into its staging. Known
+  // once checkCall() accepted the peer's call in this call's first round.
+  const std::byte* peerInput(int peer, uint64_t round, size_t sharedAt, size_t stagedAt) const {
+    const std::byte* shared = shared_ ? peers()[static_cast<size_t>(peer)].send : nullptr;
+    return shared != nullptr ? shared + sharedAt : staging(peer, round) + stagedAt;
   }
-  const std::byte* peerRecv(int peer) const {
-    return peerRecv_.empty() ? nullptr : peerRecv_[static_cast<size_t>(peer)];
+  const std::byte* peerOutput(int peer, uint64_t round, size_t sharedAt, size_t stagedAt) const {
+    const std::byte* shared = shared_ ? peers()[static_cast<size_t>(peer)].recv : nullptr;
+    return shared != nullptr ? shared + sharedAt : staging(peer, round) + stagedAt;
   }
   // After the last round: when the peers read this rank's own buffers, wait until they
   // all released that round.
@@ -241,8 +240,7 @@ class Direct {
     if (shape == shapeOf(ctx_.args()) && count == ctx_.args().count) {
       bool shares = line.sendWord.load(std::memory_order_relaxed) != 0 ||
                     line.recvWord.load(std::memory_order_relaxed) != 0;
-      if (!shares || (!resolved_.empty() && resolved_[static_cast<size_t>(peer)]))
-        return Status::ok();
+      if (!shares || (shared_ && peers()[static_cast<size_t>(peer)].resolved)) return Status::ok();
       return resolveShared(peer, line);
     }
     Status status = invalidUsage(fmt::format(
@@ -390,12 +388,12 @@ class Direct {
   // Maps the buffers `peer` shares in this call (its call line says where they lie).
   Status resolveShared(int peer, const CallLine& line) {
     const auto index = static_cast<size_t>(peer);
-    if (resolved_.empty()) {
-      // Only calls where some peer shares a buffer pay for these.
-      peerSend_.assign(static_cast<size_t>(n_), nullptr);
-      peerRecv_.assign(static_cast<size_t>(n_), nullptr);
-      resolved_.assign(static_cast<size_t>(n_), false);
+    if (!shared_) {
+      // Only calls where some peer shares a buffer clear the table.
+      peers().assign(static_cast<size_t>(n_), PeerBuffers{});
+      shared_ = true;
     }
+    PeerBuffers& buffers = peers()[index];
     comm::SharedRef send{line.sendWord.load(std::memory_order_relaxed),
                          line.sendOffset.load(std::memory_order_relaxed)};
     comm::SharedRef recv{line.recvWord.load(std::memory_order_relaxed),
@@ -405,15 +403,15 @@ class Direct {
       Result<const std::byte*> mapped =
           mappings.resolve(peer, comm_.pidOf(peer), send, sendBytes());
       if (!mapped.isOk()) return fail(mapped.status());
-      peerSend_[index] = *mapped;
+      buffers.send = *mapped;
     }
     if (recv.registered()) {
       Result<const std::byte*> mapped =
           mappings.resolve(peer, comm_.pidOf(peer), recv, recvBytes());
       if (!mapped.isOk()) return fail(mapped.status());
-      peerRecv_[index] = *mapped;
+      buffers.recv = *mapped;
     }
-    resolved_[index] = true;
+    buffers.resolved = true;
     return Status::ok();
   }
 
@@ -423,10 +421,18 @@ class Direct {
   int me_;
   comm::SharedRef mySend_;
   comm::SharedRef myRecv_;
-  // Filled on the first peer that shares a buffer; empty otherwise.
-  std::vector<const std::byte*> peerSend_;
-  std::vector<const std::byte*> peerRecv_;
-  std::vector<bool> resolved_;
+  // The peers' shared buffers in this process: one table per thread, reused from call to
+  // call (no allocation on the hot path), valid in this call once shared_ is set.
+  struct PeerBuffers {
+    const std::byte* send = nullptr;
+    const std::byte* recv = nullptr;
+    bool resolved = false;
+  };
+  static std::vector<PeerBuffers>& peers() {
+    thread_local std::vector<PeerBuffers> table;
+    return table;
+  }
+  bool shared_ = false;
   size_t slotBytes_ = 0;
   uint64_t slots_ = 2;
   uint64_t sent_ = 0;
@@ -465,22 +471,23 @@ Status allReduceOneShot(const Context& ctx, Direct& direct, size_t blockElements
   std::vector<const void*>& sources = sourceList(n);
   // A registered input is read in place, out of place only: in place, a rank's result
   // would overwrite the input its peers are still reading.
-  const bool sendShared = args.send != args.recv && direct.shareBuffers(false);
+  direct.share(args.send != args.recv, false);
   uint64_t round = 0;
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
     round = direct.nextRound();
     CC_TRY(direct.beginRound(round));
-    if (!sendShared) {
+    if (!direct.sendShared()) {
       std::memcpy(direct.staging(ctx.rank(), round), ctx.sendAt(offset), ctx.bytes(length));
     }
     CC_TRY(direct.exchangeReady(round));
     for (int p = 0; p < n; ++p) {
-      if (p != ctx.rank()) CC_TRY(direct.checkCall(p, round));
-      const std::byte* theirs = p == ctx.rank() ? nullptr : direct.peerSend(p);
-      sources[static_cast<size_t>(p)] = p == ctx.rank() && sendShared ? ctx.sendAt(offset)
-                                        : theirs != nullptr           ? theirs + ctx.bytes(offset)
-                                                                      : direct.staging(p, round);
+      if (p == ctx.rank()) {
+        sources[static_cast<size_t>(p)] = ctx.sendAt(offset);
+        continue;
+      }
+      CC_TRY(direct.checkCall(p, round));
+      sources[static_cast<size_t>(p)] = direct.peerInput(p, round, ctx.bytes(offset), 0);
     }
     ctx.reduceMany(ctx.recvAt(offset), sources.data(), n, length);
     direct.publish(kReleased, round);
@@ -497,13 +504,14 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
   const bool isRoot = me == args.root;
   std::vector<const void*>& sources = sourceList(n);
   // Registered buffers are read in place: no export of the input, no copy of the result.
-  // In place, only the result: a rank's imports would land on the lines its peers have
-  // just read as its input, and that ran at 0.6-0.8x the staged export on this machine
-  // (np=2, 1-256 MiB; docs/PERFORMANCE.md), where sharing only the result runs at 1.0-2x.
+  // In place, only the result: sharing the input too (a rank's imports then land on the
+  // lines its peers have just read as its input) ran below the staged call in 13 of 15
+  // runs (np=2, 1-256 MiB, 0.35-1.27x); sharing only the result ran at 1.04-2.15x
+  // (docs/PERFORMANCE.md, "Registered buffers").
   const bool inPlace = args.send == args.recv;
-  const bool sendShared = !inPlace && direct.shareBuffers(toAllRanks);
-  if (inPlace && toAllRanks) direct.shareReceive();
-  const bool recvShared = direct.receiveShared();
+  direct.share(!inPlace, toAllRanks);
+  const bool sendShared = direct.sendShared();
+  const bool recvShared = direct.recvShared();
   uint64_t round = 0;
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
@@ -526,10 +534,8 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
         continue;
       }
       CC_TRY(direct.checkCall(p, round));
-      const std::byte* theirs = direct.peerSend(p);
-      sources[static_cast<size_t>(p)] = theirs != nullptr
-                                            ? theirs + ctx.bytes(offset + myBegin)
-                                            : direct.staging(p, round) + ctx.bytes(myBegin);
+      sources[static_cast<size_t>(p)] =
+          direct.peerInput(p, round, ctx.bytes(offset + myBegin), ctx.bytes(myBegin));
     }
     if (toAllRanks) {
       // Reduce into my output, then publish a copy for the others (unless they read it
@@ -549,10 +555,8 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
       for (int p = 0; p < n; ++p) {
         if (toAllRanks && p == me) continue;
         size_t begin = partBegin(length, n, p);
-        const std::byte* theirs = direct.peerRecv(p);
         std::memcpy(ctx.recvAt(offset + begin),
-                    theirs != nullptr ? theirs + ctx.bytes(offset + begin)
-                                      : direct.staging(p, round) + ctx.bytes(begin),
+                    direct.peerOutput(p, round, ctx.bytes(offset + begin), ctx.bytes(begin)),
                     ctx.bytes(partLength(length, n, p)));
       }
       direct.tally(0, ctx.bytes(length - myLength));
@@ -578,7 +582,8 @@ Status reduceOneShot(const Context& ctx, Direct& direct, size_t blockElements) {
   std::vector<const void*>& sources = sourceList(n);
   // A registered input is read by the root in place; the rank then returns when the
   // root has released the last round instead of at once.
-  const bool sendShared = me != args.root && direct.shareBuffers(false);
+  direct.share(me != args.root, false);
+  const bool sendShared = direct.sendShared();
   uint64_t round = 0;
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
@@ -601,9 +606,7 @@ Status reduceOneShot(const Context& ctx, Direct& direct, size_t blockElements) {
         continue;
       }
       CC_TRY(direct.checkCall(p, round));
-      const std::byte* theirs = direct.peerSend(p);
-      sources[static_cast<size_t>(p)] =
-          theirs != nullptr ? theirs + ctx.bytes(offset) : direct.staging(p, round);
+      sources[static_cast<size_t>(p)] = direct.peerInput(p, round, ctx.bytes(offset), 0);
     }
     ctx.reduceMany(ctx.recvAt(offset), sources.data(), n, length);
     direct.publish(kReleased, round);
@@ -648,7 +651,8 @@ Status directBroadcast(const Context& ctx) {
   const bool isRoot = ctx.rank() == root;
   size_t blockElements = std::max<size_t>(1, direct.slotBytes() / ctx.elementSize());
   // A registered root buffer is read in place.
-  const bool sendShared = isRoot && direct.shareBuffers(false);
+  direct.share(isRoot, false);
+  const bool sendShared = direct.sendShared();
   uint64_t round = 0;
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
@@ -666,9 +670,7 @@ Status directBroadcast(const Context& ctx) {
     } else {
       CC_TRY(direct.waitFor(kReady, round, root));
       CC_TRY(direct.checkCall(root, round));
-      const std::byte* theirs = direct.peerSend(root);
-      std::memcpy(ctx.recvAt(offset),
-                  theirs != nullptr ? theirs + ctx.bytes(offset) : direct.staging(root, round),
+      std::memcpy(ctx.recvAt(offset), direct.peerInput(root, round, ctx.bytes(offset), 0),
                   ctx.bytes(length));
       direct.tally(0, ctx.bytes(length));
     }
@@ -684,7 +686,8 @@ Status directAllGather(const Context& ctx) {
   const int n = ctx.size();
   const int me = ctx.rank();
   size_t blockElements = std::max<size_t>(1, direct.slotBytes() / ctx.elementSize());
-  const bool sendShared = direct.shareBuffers(false);
+  direct.share(true, false);
+  const bool sendShared = direct.sendShared();
   uint64_t round = 0;
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
@@ -700,10 +703,8 @@ Status directAllGather(const Context& ctx) {
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       CC_TRY(direct.checkCall(p, round));
-      const std::byte* theirs = direct.peerSend(p);
       std::memcpy(ctx.recvAt(static_cast<size_t>(p) * args.count + offset),
-                  theirs != nullptr ? theirs + ctx.bytes(offset) : direct.staging(p, round),
-                  ctx.bytes(length));
+                  direct.peerInput(p, round, ctx.bytes(offset), 0), ctx.bytes(length));
     }
     size_t others = ctx.bytes(length) * static_cast<size_t>(n - 1);
     direct.tally(others, others);
@@ -738,7 +739,8 @@ Status directReduceScatter(const Context& ctx) {
   size_t blockElements = std::max<size_t>(1, perRank / ctx.elementSize());
   std::vector<const void*>& sources = sourceList(n);
   const size_t myBlock = static_cast<size_t>(me) * args.count;
-  const bool sendShared = direct.shareBuffers(false);
+  direct.share(true, false);
+  const bool sendShared = direct.sendShared();
   uint64_t round = 0;
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
@@ -752,11 +754,8 @@ Status directReduceScatter(const Context& ctx) {
         continue;
       }
       CC_TRY(direct.checkCall(p, round));
-      const std::byte* theirs = direct.peerSend(p);
-      sources[static_cast<size_t>(p)] =
-          theirs != nullptr
-              ? theirs + ctx.bytes(myBlock + offset)
-              : direct.staging(p, round) + ctx.bytes(static_cast<size_t>(me) * length);
+      sources[static_cast<size_t>(p)] = direct.peerInput(
+          p, round, ctx.bytes(myBlock + offset), ctx.bytes(static_cast<size_t>(me) * length));
     }
     ctx.reduceMany(ctx.recvAt(offset), sources.data(), n, length);
     size_t others = ctx.bytes(length) * static_cast<size_t>(n - 1);
@@ -777,7 +776,8 @@ Status directAllToAll(const Context& ctx) {
   const auto block = [&](int p) { return static_cast<size_t>(p) * args.count; };
   // (Never in place: the API refuses overlapping buffers, so a shared send buffer is
   // not overwritten by this rank's own receives.)
-  const bool sendShared = direct.shareBuffers(false);
+  direct.share(true, false);
+  const bool sendShared = direct.sendShared();
   uint64_t round = 0;
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
     size_t length = std::min(blockElements, args.count - offset);
@@ -791,11 +791,9 @@ Status directAllToAll(const Context& ctx) {
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       CC_TRY(direct.checkCall(p, round));
-      const std::byte* theirs = direct.peerSend(p);
       std::memcpy(ctx.recvAt(block(p) + offset),
-                  theirs != nullptr
-                      ? theirs + ctx.bytes(block(me) + offset)
-                      : direct.staging(p, round) + ctx.bytes(static_cast<size_t>(me) * length),
+                  direct.peerInput(p, round, ctx.bytes(block(me) + offset),
+                                   ctx.bytes(static_cast<size_t>(me) * length)),
                   ctx.bytes(length));
     }
     size_t others = ctx.bytes(length) * static_cast<size_t>(n - 1);

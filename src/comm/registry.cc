@@ -184,24 +184,26 @@ void PeerMappings::unmap(size_t index) {
 Result<const std::byte*> PeerMappings::resolve(int rank, pid_t pid, SharedRef ref, size_t bytes) {
   const uint64_t use = ++uses_;
   const auto fdNumber = static_cast<uint32_t>(ref.word);
-  for (size_t i = 0; i < mappings_.size(); ++i) {
-    Mapping& mapping = mappings_[i];
-    if (mapping.rank != rank) continue;
-    if (mapping.word == ref.word) {
-      if (ref.offset > mapping.bytes || bytes > mapping.bytes - ref.offset) {
-        return remoteError(fmt::format(
-            "rank {} published a registered buffer of {} bytes at offset {} of an allocation of "
-            "{} bytes",
-            rank, bytes, ref.offset, mapping.bytes));
-      }
-      mapping.lastUse = use;
-      return static_cast<const std::byte*>(mapping.base + ref.offset);
+  // The same descriptor number with another serial: the peer freed that allocation.
+  for (size_t i = mappings_.size(); i > 0; --i) {
+    const Mapping& mapping = mappings_[i - 1];
+    if (mapping.rank == rank && mapping.word != ref.word &&
+        static_cast<uint32_t>(mapping.word) == fdNumber) {
+      unmap(i - 1);
     }
-    // The same descriptor number with another serial: the peer freed that allocation.
-    if (static_cast<uint32_t>(mapping.word) == fdNumber) {
-      unmap(i);
-      --i;
+  }
+  auto known = std::find_if(mappings_.begin(), mappings_.end(), [&](const Mapping& mapping) {
+    return mapping.rank == rank && mapping.word == ref.word;
+  });
+  if (known != mappings_.end()) {
+    if (ref.offset > known->bytes || bytes > known->bytes - ref.offset) {
+      return remoteError(fmt::format(
+          "rank {} published a registered buffer of {} bytes at offset {} of an allocation of "
+          "{} bytes",
+          rank, bytes, ref.offset, known->bytes));
     }
+    known->lastUse = use;
+    return static_cast<const std::byte*>(known->base + ref.offset);
   }
   const std::string path = fmt::format("/proc/{}/fd/{}", pid, fdNumber);
   FileDescriptor fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));

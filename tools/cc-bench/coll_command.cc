@@ -29,10 +29,10 @@ namespace {
 class RegisteredBuffer {
  public:
   RegisteredBuffer(ccComm_t comm, size_t bytes) : comm_(comm) {
-    checkCc(ccMemAlloc(&data_, std::max<size_t>(bytes, 1)), comm, "ccMemAlloc");
-    std::memset(data_, 0, std::max<size_t>(bytes, 1));
-    checkCc(ccCommRegister(comm, data_, std::max<size_t>(bytes, 1), &handle_), comm,
-            "ccCommRegister");
+    const size_t size = std::max<size_t>(bytes, 1);
+    checkCc(ccMemAlloc(&data_, size), comm, "ccMemAlloc");
+    std::memset(data_, 0, size);
+    checkCc(ccCommRegister(comm, data_, size, &handle_), comm, "ccCommRegister");
   }
   ~RegisteredBuffer() {
     checkCc(ccCommDeregister(comm_, handle_), comm_, "ccCommDeregister");
