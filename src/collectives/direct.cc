@@ -544,6 +544,10 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
       if (!recvShared) {
         std::memcpy(mine + ctx.bytes(myBegin), ctx.recvAt(offset + myBegin), ctx.bytes(myLength));
       }
+    } else if (isRoot) {
+      // The root's own slice goes straight to its output: it is the one rank that also
+      // copies everyone else's, so a round through its staging would cost it most.
+      ctx.reduceMany(ctx.recvAt(offset + myBegin), sources.data(), n, myLength);
     } else {
       ctx.reduceMany(mine + ctx.bytes(myBegin), sources.data(), n, myLength);
     }
@@ -553,7 +557,7 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
     if (toAllRanks || isRoot) {
       CC_TRY(direct.waitFor(kReduced, round));
       for (int p = 0; p < n; ++p) {
-        if (toAllRanks && p == me) continue;
+        if (p == me) continue;
         size_t begin = partBegin(length, n, p);
         std::memcpy(ctx.recvAt(offset + begin),
                     direct.peerOutput(p, round, ctx.bytes(offset + begin), ctx.bytes(begin)),
