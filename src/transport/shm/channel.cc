@@ -73,10 +73,18 @@ Result<PairMemory> PairMemory::create(const RingGeometry& geometry) {
   if (fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     return systemError("fcntl(F_ADD_SEALS)", errno);
   }
-  return attach(std::move(fd), geometry);
+  CC_ASSIGN_OR_RETURN(PairMemory memory, map(std::move(fd), geometry));
+  writeEveryPage(memory.base_, memory.bytes_);
+  return memory;
 }
 
 Result<PairMemory> PairMemory::attach(FileDescriptor fd, const RingGeometry& geometry) {
+  CC_ASSIGN_OR_RETURN(PairMemory memory, map(std::move(fd), geometry));
+  readEveryPage(memory.base_, memory.bytes_);
+  return memory;
+}
+
+Result<PairMemory> PairMemory::map(FileDescriptor fd, const RingGeometry& geometry) {
   struct stat info {};
   if (fstat(fd.get(), &info) != 0) return systemError("fstat(shm pair)", errno);
   int seals = fcntl(fd.get(), F_GET_SEALS);
@@ -86,8 +94,8 @@ Result<PairMemory> PairMemory::attach(FileDescriptor fd, const RingGeometry& geo
     return remoteError("shm pair memory is " + std::to_string(info.st_size) + " bytes, expected " +
                        std::to_string(geometry.pairBytes()));
   }
-  // Populated now: a page first touched inside a timed call costs a fault (microseconds
-  // in a VM), which made the first calls after creation several times slower.
+  // Populated now, and touched by create() or attach() (doorbell.h, writeEveryPage): a
+  // page first touched inside a timed call costs microseconds in a VM.
   void* address = mmap(nullptr, geometry.pairBytes(), PROT_READ | PROT_WRITE,
                        MAP_SHARED | MAP_POPULATE, fd.get(), 0);
   if (address == MAP_FAILED) return systemError("mmap(shm pair)", errno);

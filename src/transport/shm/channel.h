@@ -46,6 +46,7 @@ class PairMemory {
 
  private:
   PairMemory() = default;
+  static Result<PairMemory> map(FileDescriptor fd, const RingGeometry& geometry);
   FileDescriptor fd_;
   std::byte* base_ = nullptr;
   size_t bytes_ = 0;

@@ -61,10 +61,25 @@ Result<Doorbell> Doorbell::create(size_t extraBytes) {
   if (fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     return systemError("fcntl(F_ADD_SEALS)", errno);
   }
-  // The owner allocates its pages now, so the first collectives do not pay zero-fill
-  // faults; a peer's mapping takes only cheap minor faults, and only for the pages it
-  // reads (populating every peer's region cost ~4 MiB of resident set per peer).
-  return attach(std::move(fd), true);
+  // The owner allocates and writes its pages now, so the first collectives do not pay
+  // for them; peers map them populated (connect.cc).
+  CC_ASSIGN_OR_RETURN(Doorbell bell, attach(std::move(fd), false));
+  writeEveryPage(reinterpret_cast<std::byte*>(bell.word_), bell.mappedBytes_);
+  return bell;
+}
+
+// Volatile: the accesses must happen though the store writes the value already there and
+// the load's value is unused.
+void writeEveryPage(std::byte* address, size_t bytes) {
+  for (size_t offset = 0; offset < bytes; offset += kPageBytes) {
+    *reinterpret_cast<volatile std::byte*>(address + offset) = std::byte{0};
+  }
+}
+
+void readEveryPage(const std::byte* address, size_t bytes) {
+  for (size_t offset = 0; offset < bytes; offset += kPageBytes) {
+    (void)*reinterpret_cast<const volatile std::byte*>(address + offset);
+  }
 }
 
 Result<Doorbell> Doorbell::attach(FileDescriptor fd, bool populate) {
@@ -80,6 +95,7 @@ Result<Doorbell> Doorbell::attach(FileDescriptor fd, bool populate) {
   void* address = mmap(nullptr, size, PROT_READ | PROT_WRITE,
                        MAP_SHARED | (populate ? MAP_POPULATE : 0), fd.get(), 0);
   if (address == MAP_FAILED) return systemError("mmap(doorbell)", errno);
+  if (populate) readEveryPage(static_cast<const std::byte*>(address), size);
   Doorbell bell;
   bell.fd_ = std::move(fd);
   // Not constructed: the memory starts zeroed (ftruncate), which is the initial state, and a
