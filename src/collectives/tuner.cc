@@ -29,6 +29,11 @@ constexpr double kReduceBytesPerMicro = 8000.0;  // output bytes of a two-input 
 constexpr size_t kMinChunkBytes = 32 << 10;
 constexpr size_t kMaxChunkBytes = 1 << 20;
 constexpr size_t kDirectBlockBytes = 512 << 10;
+// A broadcast's root touches three blocks a round (its input, its staging, its output out
+// of place): at 256 KiB they stay in a core's L2 while the peers read the staging, and np=2
+// broadcast of 16 MiB ran at 13.7-14.6 GB/s against 9.4-9.9 with 512 KiB blocks (two runs;
+// the other collectives gained nothing from smaller blocks, docs/PERFORMANCE.md).
+constexpr size_t kDirectBroadcastBlockBytes = 256 << 10;
 constexpr size_t kOneShotBytes = 64 << 10;
 
 Link linkOf(const comm::Communicator& comm) {
@@ -222,7 +227,8 @@ Choice choose(const comm::Communicator& comm, const CollectiveArgs& args, Algori
     bool oneShot = false;
     if (chunk == 0) {
       if (algorithm == Algorithm::kDirect) {
-        chunk = kDirectBlockBytes;
+        chunk = args.kind == CollectiveKind::kBroadcast ? kDirectBroadcastBlockBytes
+                                                        : kDirectBlockBytes;
       } else {
         chunk = std::clamp(static_cast<size_t>(bytes / (4.0 * n)), kMinChunkBytes, kMaxChunkBytes);
       }
