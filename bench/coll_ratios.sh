@@ -3,7 +3,8 @@
 # counts given) on this host, 64 KiB (or min-bytes) to 64 MiB (or max-bytes) by 4, out of
 # place, the two interleaved row by row in one cc-bench invocation, repeated: per
 # (collective, np, size) the median ratio and each run's (> 1: cc moves more). Both with
-# their defaults.
+# their defaults, glibc keeping freed memory for both (keep_heap in bench/stats.sh;
+# KEEP_HEAP=0 to measure with glibc's defaults).
 #
 #   bench/coll_ratios.sh [runs=3] [max-bytes=64M] [rank-counts="2 4"] [min-bytes=64K] [cc-flags]
 #
@@ -13,6 +14,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=bench/stats.sh
 . bench/stats.sh
 loopback_mpi
+keep_heap
 runs=${1:-3}
 max=${2:-64M}
 read -r -a nps <<<"${3:-2 4}"

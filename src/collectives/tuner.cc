@@ -237,6 +237,16 @@ Choice choose(const comm::Communicator& comm, const CollectiveArgs& args, Algori
       chunk = std::min(chunk, directStagingHalfBytes(comm));
       oneShot = (args.kind == CollectiveKind::kAllReduce || args.kind == CollectiveKind::kReduce) &&
                 (bytes <= kOneShotBytes || args.count < static_cast<size_t>(n));
+      // A large reduce goes one-shot where the model prices it below the sliced one: with
+      // two ranks the root then reads 2 and writes 1 vector instead of reading 2 and
+      // writing 1.5 with a second handshake a round (np=2, 256 KiB to 64 MiB, three runs:
+      // 1.2-5x on registered buffers, staged 0.5-2.8x with 16-64 MiB faster in every run);
+      // with four it would read 4 (np=4 measured no better).
+      if (!oneShot && args.kind == CollectiveKind::kReduce) {
+        size_t blockBytes = std::max<size_t>(chunk, 1);
+        oneShot = cost(algorithm, args.kind, n, bytes, flat, blockBytes, true) <=
+                  cost(algorithm, args.kind, n, bytes, flat, blockBytes, false);
+      }
     }
     double predicted =
         cost(algorithm, args.kind, n, bytes, algorithm == Algorithm::kHierarchical ? link : flat,
