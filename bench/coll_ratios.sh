@@ -33,17 +33,12 @@ for run in $(seq 1 "$runs"); do
     done
   done
 done
-sizes=$(awk '{ print $1 }' "$out/allreduce-${nps[0]}-1.txt")
-printf '| collective | np |'
-for size in $sizes; do printf ' %s |' "$(numfmt --to=iec "$size")"; done
-echo
-printf '|---|---|'
-for _ in $sizes; do printf -- '---|'; done
-echo
+mapfile -t sizes < <(awk '{ print $1 }' "$out/allreduce-${nps[0]}-1.txt")
+size_table_header "${sizes[@]}"
 for np in "${nps[@]}"; do
   for collective in "${collectives[@]}"; do
     printf '| %s | %s |' "$collective" "$np"
-    for size in $sizes; do
+    for size in "${sizes[@]}"; do
       values=$(cat "$out/$collective-$np"-*.txt | awk -v s="$size" '$1 == s { print $2 }')
       median=$(median <<<"$values")
       printf ' %s (%s) |' "$median" "$(tr '\n' ' ' <<<"$values" | sed 's/ $//')"

@@ -58,16 +58,11 @@ for run in $(seq 1 "$runs"); do
   done
 done
 
-sizes=$(awk '{ print $1 }' "$out/allreduce-1.txt" | sort -gu)
-printf '| collective | np |'
-for size in $sizes; do printf ' %s |' "$(numfmt --to=iec "$size")"; done
-echo
-printf '|---|---|'
-for _ in $sizes; do printf -- '---|'; done
-echo
+mapfile -t sizes < <(awk '{ print $1 }' "$out/allreduce-1.txt" | sort -gu)
+size_table_header "${sizes[@]}"
 for collective in "${collectives[@]}"; do
   printf '| %s | %s |' "$collective" "$np"
-  for size in $sizes; do
+  for size in "${sizes[@]}"; do
     # Per algorithm the median over runs; the best algorithm is the one with the
     # smallest (a minimum over single runs would pick the noisiest run, not the best).
     rows=$(cat "$out/$collective"-*.txt | awk -v s="$size" '$1 == s { print $3, $2 }')

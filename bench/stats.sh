@@ -27,3 +27,14 @@ keep_heap() {
     export MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=4294967296
   fi
 }
+
+# size_table_header SIZE...: the header of a markdown table with a collective and np column
+# and one column per size in bytes (printed as 64K, 1.0M, ...).
+size_table_header() {
+  printf '| collective | np |'
+  for size in "$@"; do printf ' %s |' "$(numfmt --to=iec "$size")"; done
+  echo
+  printf '|---|---|'
+  for _ in "$@"; do printf -- '---|'; done
+  echo
+}
