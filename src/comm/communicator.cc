@@ -68,7 +68,8 @@ Result<std::shared_ptr<Communicator>> Communicator::create(const wire::UniqueIdC
   comm->trace_ = trace ? std::move(trace) : TraceSink::open(comm->config_.tracePath, rank);
 
   // The region after the doorbell page: a page of flags and the staging buffers of the
-  // direct collectives (collectives/direct.cc). Untouched pages cost no memory.
+  // direct collectives (collectives/direct.cc), every page written at creation
+  // (CC_DIRECT_BYTES of resident memory a rank; doorbell.h says why).
   CC_ASSIGN_OR_RETURN(
       transport::shm::Doorbell doorbell,
       transport::shm::Doorbell::create(kDirectControlBytes + comm->config_.directBytes));
