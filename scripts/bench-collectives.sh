@@ -2,10 +2,11 @@
 # The collective measurements behind docs/PERFORMANCE.md: cc beside Open MPI (and Gloo
 # where it is built) in the same cc-bench invocation, interleaved row by row, repeated
 # so that medians can be taken; then every collective's ratio to Open MPI at np=2, 4 and 8
-# (bench/coll_ratios.sh) and all-reduce's per-call tail beside a busy process
-# (bench/busy_tail.sh). Rows go to out/bench/*.json; the tables to stdout.
+# (bench/coll_ratios.sh; also on registered buffers), against Open MPI's best coll_tuned
+# algorithm per size (bench/coll_tuned_best.sh), and all-reduce's per-call tail beside a
+# busy process (bench/busy_tail.sh). Rows go to out/bench/*.json; the tables to stdout.
 #
-#   ./scripts/bench-collectives.sh [runs]     (default 3 runs; about 3 minutes each)
+#   ./scripts/bench-collectives.sh [runs]     (default 3 runs; about 10 minutes each)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
@@ -42,6 +43,13 @@ echo "=== every collective, cc / Open MPI bus bandwidth, np=2 and np=4"
 env -u CC_SPIN_US bench/coll_ratios.sh "$runs"
 echo "=== every collective, cc / Open MPI bus bandwidth, np=8"
 env -u CC_SPIN_US bench/coll_ratios.sh "$runs" 8M 8 8K
+echo "=== every collective, cc on registered buffers (-R 1) / Open MPI, np=2 and np=4"
+env -u CC_SPIN_US bench/coll_ratios.sh "$runs" 64M "2 4" 64K "-R 1"
+# Against each of Open MPI's coll_tuned algorithms in turn, the best per size.
+echo "=== every collective, cc / Open MPI's best coll_tuned algorithm, np=2"
+env -u CC_SPIN_US bench/coll_tuned_best.sh "$runs" 2 64K 64M
+echo "=== the same, cc on registered buffers"
+env -u CC_SPIN_US bench/coll_tuned_best.sh "$runs" 2 64K 64M "-R 1"
 # Under load, with cc's defaults (not the 1 ms spin above): per-call p50, p99 and worst
 # of np=2 all-reduce beside one busy process, at 8 B, 64 KiB, 1 MiB and 16 MiB.
 echo "=== np=2 all-reduce beside one busy process, per-call times"
