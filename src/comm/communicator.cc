@@ -69,10 +69,12 @@ Result<std::shared_ptr<Communicator>> Communicator::create(const wire::UniqueIdC
 
   // The region after the doorbell page: a page of flags and the staging buffers of the
   // direct collectives (collectives/direct.cc), every page written at creation
-  // (CC_DIRECT_BYTES of resident memory a rank; doorbell.h says why).
+  // (CC_DIRECT_BYTES of resident memory a rank; doorbell.h says why) unless
+  // CC_SHM_PREFAULT=0.
   CC_ASSIGN_OR_RETURN(
       transport::shm::Doorbell doorbell,
-      transport::shm::Doorbell::create(kDirectControlBytes + comm->config_.directBytes));
+      transport::shm::Doorbell::create(kDirectControlBytes + comm->config_.directBytes,
+                                       comm->config_.shmPrefault));
   comm->doorbell_ = std::make_unique<transport::shm::Doorbell>(std::move(doorbell));
   comm->epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
   if (!comm->epoll_.valid()) return systemError("epoll_create1", errno);

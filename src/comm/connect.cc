@@ -124,7 +124,7 @@ Result<std::unique_ptr<transport::Channel>> shmConnect(int peer, FileDescriptor 
                                                        const Probe& probe,
                                                        const Deadline& deadline) {
   RingGeometry geometry{static_cast<uint32_t>(config.shmSlots), config.shmSlotBytes};
-  CC_ASSIGN_OR_RETURN(PairMemory memory, PairMemory::create(geometry));
+  CC_ASSIGN_OR_RETURN(PairMemory memory, PairMemory::create(geometry, config.shmPrefault));
   wire::ShmSetup setup{geometry.slots, geometry.slotBytes, reinterpret_cast<uint64_t>(&probe.value),
                        probe.value};
   int fds[2] = {memory.fd(), ownDoorbell.fd()};
@@ -137,7 +137,8 @@ Result<std::unique_ptr<transport::Channel>> shmConnect(int peer, FileDescriptor 
   CC_ASSIGN_OR_RETURN(wire::ShmSetupReply reply, wire::parseShmSetupReply(replyBytes));
   // Every page mapped now (MAP_POPULATE): the direct collectives read the peer's staging
   // from the first call, and a page faulted in inside a timed call costs microseconds.
-  CC_ASSIGN_OR_RETURN(Doorbell peerDoorbell, Doorbell::attach(std::move(received[0]), true));
+  CC_ASSIGN_OR_RETURN(Doorbell peerDoorbell,
+                      Doorbell::attach(std::move(received[0]), config.shmPrefault));
   pid_t pid = peerPid(control.get());
   bool canRead = config.shmUseCma && pid > 0 &&
                  transport::shm::probeCrossMemoryAttach(pid, reply.probeAddress, reply.probeValue);
@@ -159,9 +160,11 @@ Result<std::unique_ptr<transport::Channel>> shmAccept(int peer, FileDescriptor c
                                        wire::kShmSetupBytes, received, 2, deadline));
   CC_ASSIGN_OR_RETURN(wire::ShmSetup setup, wire::parseShmSetup(setupBytes));
   RingGeometry geometry{setup.slots, setup.slotBytes};
-  CC_ASSIGN_OR_RETURN(PairMemory memory, PairMemory::attach(std::move(received[0]), geometry));
+  CC_ASSIGN_OR_RETURN(PairMemory memory,
+                      PairMemory::attach(std::move(received[0]), geometry, config.shmPrefault));
   // Populated, as in shmConnect.
-  CC_ASSIGN_OR_RETURN(Doorbell peerDoorbell, Doorbell::attach(std::move(received[1]), true));
+  CC_ASSIGN_OR_RETURN(Doorbell peerDoorbell,
+                      Doorbell::attach(std::move(received[1]), config.shmPrefault));
   pid_t pid = peerPid(control.get());
   bool canRead = config.shmUseCma && pid > 0 &&
                  transport::shm::probeCrossMemoryAttach(pid, setup.probeAddress, setup.probeValue);

@@ -66,6 +66,9 @@ Result<Config> Config::fromEnvironment() {
   int64_t useCma = config.shmUseCma ? 1 : 0;
   CC_TRY(readInteger("CC_SHM_USE_CMA", 0, 1, useCma));
   config.shmUseCma = useCma != 0;
+  int64_t prefault = config.shmPrefault ? 1 : 0;
+  CC_TRY(readInteger("CC_SHM_PREFAULT", 0, 1, prefault));
+  config.shmPrefault = prefault != 0;
   CC_TRY(readInto("CC_FLIGHT_RECORDER_ENTRIES", 1, 1 << 20, config.flightRecorderEntries));
   CC_TRY(readInto("CC_CHUNK_BYTES", 0, int64_t{1} << 40, config.chunkBytes));
   CC_TRY(readInto("CC_DIRECT_BYTES", 64 << 10, int64_t{1} << 32, config.directBytes));

@@ -44,6 +44,11 @@ struct Config {
   // process_vm_readv moved 0.3-0.8x of memcpy while the pipelined ring moved 0.8-1.3x
   // (docs/PERFORMANCE.md). Turn it on where the kernel's single copy wins.
   bool shmUseCma = false;
+  // CC_SHM_PREFAULT. Shared memory (pair rings, direct staging) is made resident and touched
+  // page by page at creation (doorbell.h, writeEveryPage), so the first collectives do not
+  // pay ~8 us a page in a VM. 0 leaves it lazy: faster creation (np=8: ~0.3 s instead of
+  // ~0.7 s here, and 3x faster under the sanitizers), slower first calls.
+  bool shmPrefault = true;
   // Collectives (src/collectives). CC_ALGO: auto, ring, tree, direct, hd
   // (halving-doubling), pairwise, bruck, hier (hierarchical: within hosts, then across), dbt
   // (double binary tree); an algorithm that cannot run a collective is passed over for that

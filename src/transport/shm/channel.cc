@@ -62,7 +62,7 @@ size_t RingGeometry::ringBytes() const {
   return sizeof(RingControl) + static_cast<size_t>(slots) * (sizeof(SlotHeader) + slotBytes);
 }
 
-Result<PairMemory> PairMemory::create(const RingGeometry& geometry) {
+Result<PairMemory> PairMemory::create(const RingGeometry& geometry, bool prefault) {
   FileDescriptor fd(memfd_create("cc-shm-pair", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) return systemError("memfd_create(shm pair)", errno);
   if (ftruncate(fd.get(), static_cast<off_t>(geometry.pairBytes())) != 0) {
@@ -73,18 +73,19 @@ Result<PairMemory> PairMemory::create(const RingGeometry& geometry) {
   if (fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     return systemError("fcntl(F_ADD_SEALS)", errno);
   }
-  CC_ASSIGN_OR_RETURN(PairMemory memory, map(std::move(fd), geometry));
-  writeEveryPage(memory.base_, memory.bytes_);
+  CC_ASSIGN_OR_RETURN(PairMemory memory, map(std::move(fd), geometry, prefault));
+  if (prefault) writeEveryPage(memory.base_, memory.bytes_);
   return memory;
 }
 
-Result<PairMemory> PairMemory::attach(FileDescriptor fd, const RingGeometry& geometry) {
-  CC_ASSIGN_OR_RETURN(PairMemory memory, map(std::move(fd), geometry));
-  readEveryPage(memory.base_, memory.bytes_);
+Result<PairMemory> PairMemory::attach(FileDescriptor fd, const RingGeometry& geometry,
+                                      bool prefault) {
+  CC_ASSIGN_OR_RETURN(PairMemory memory, map(std::move(fd), geometry, prefault));
+  if (prefault) readEveryPage(memory.base_, memory.bytes_);
   return memory;
 }
 
-Result<PairMemory> PairMemory::map(FileDescriptor fd, const RingGeometry& geometry) {
+Result<PairMemory> PairMemory::map(FileDescriptor fd, const RingGeometry& geometry, bool populate) {
   struct stat info {};
   if (fstat(fd.get(), &info) != 0) return systemError("fstat(shm pair)", errno);
   int seals = fcntl(fd.get(), F_GET_SEALS);
@@ -97,7 +98,7 @@ Result<PairMemory> PairMemory::map(FileDescriptor fd, const RingGeometry& geomet
   // Populated now, and touched by create() or attach() (doorbell.h, writeEveryPage): a
   // page first touched inside a timed call costs microseconds in a VM.
   void* address = mmap(nullptr, geometry.pairBytes(), PROT_READ | PROT_WRITE,
-                       MAP_SHARED | MAP_POPULATE, fd.get(), 0);
+                       MAP_SHARED | (populate ? MAP_POPULATE : 0), fd.get(), 0);
   if (address == MAP_FAILED) return systemError("mmap(shm pair)", errno);
   PairMemory memory;
   memory.fd_ = std::move(fd);

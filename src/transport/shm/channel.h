@@ -34,8 +34,11 @@ struct RingGeometry {
 // The shared memory of one pair, mapped.
 class PairMemory {
  public:
-  static Result<PairMemory> create(const RingGeometry& geometry);
-  static Result<PairMemory> attach(FileDescriptor fd, const RingGeometry& geometry);
+  // `prefault`: mapped populated and every page touched now (doorbell.h, writeEveryPage);
+  // otherwise each page on first use.
+  static Result<PairMemory> create(const RingGeometry& geometry, bool prefault = true);
+  static Result<PairMemory> attach(FileDescriptor fd, const RingGeometry& geometry,
+                                   bool prefault = true);
   PairMemory(PairMemory&& other) noexcept;
   PairMemory& operator=(PairMemory&&) = delete;
   ~PairMemory();
@@ -46,7 +49,7 @@ class PairMemory {
 
  private:
   PairMemory() = default;
-  static Result<PairMemory> map(FileDescriptor fd, const RingGeometry& geometry);
+  static Result<PairMemory> map(FileDescriptor fd, const RingGeometry& geometry, bool populate);
   FileDescriptor fd_;
   std::byte* base_ = nullptr;
   size_t bytes_ = 0;

@@ -49,7 +49,7 @@ void sleep(DoorbellWord& bell, uint32_t observed, int64_t timeoutMicros) {
   bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-Result<Doorbell> Doorbell::create(size_t extraBytes) {
+Result<Doorbell> Doorbell::create(size_t extraBytes, bool prefault) {
   if (extraBytes > kMaxExtraBytes || extraBytes % kPageBytes != 0) {
     return invalidArgument("shared region of " + std::to_string(extraBytes) +
                            " bytes: not a multiple of a page up to 4 GiB");
@@ -64,7 +64,7 @@ Result<Doorbell> Doorbell::create(size_t extraBytes) {
   // The owner allocates and writes its pages now, so the first collectives do not pay
   // for them; peers map them populated (connect.cc).
   CC_ASSIGN_OR_RETURN(Doorbell bell, attach(std::move(fd), false));
-  writeEveryPage(reinterpret_cast<std::byte*>(bell.word_), bell.mappedBytes_);
+  if (prefault) writeEveryPage(reinterpret_cast<std::byte*>(bell.word_), bell.mappedBytes_);
   return bell;
 }
 

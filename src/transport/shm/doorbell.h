@@ -54,7 +54,8 @@ class Doorbell {
   static constexpr size_t kHeaderBytes = 4096;
   static constexpr size_t kMaxExtraBytes = size_t{1} << 32;
 
-  static Result<Doorbell> create(size_t extraBytes = 0);
+  // `prefault`: every page is written now (writeEveryPage); otherwise on first use.
+  static Result<Doorbell> create(size_t extraBytes = 0, bool prefault = true);
   // Maps a region (a peer's, or one just created). `populate` maps and reads every page
   // now (a peer's region, which the direct collectives read from the first call).
   static Result<Doorbell> attach(FileDescriptor fd, bool populate = false);
