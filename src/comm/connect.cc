@@ -135,8 +135,9 @@ Result<std::unique_ptr<transport::Channel>> shmConnect(int peer, FileDescriptor 
                       recvFrameWithFds(control.get(), wire::FrameType::kShmSetupReply,
                                        wire::kShmSetupReplyBytes, received, 1, deadline));
   CC_ASSIGN_OR_RETURN(wire::ShmSetupReply reply, wire::parseShmSetupReply(replyBytes));
-  // Every page mapped now (MAP_POPULATE): the direct collectives read the peer's staging
-  // from the first call, and a page faulted in inside a timed call costs microseconds.
+  // Every page mapped now (MAP_POPULATE) unless CC_SHM_PREFAULT=0: the direct collectives
+  // read the peer's staging from the first call, and a page faulted in inside a timed call
+  // costs microseconds.
   CC_ASSIGN_OR_RETURN(Doorbell peerDoorbell,
                       Doorbell::attach(std::move(received[0]), config.shmPrefault));
   pid_t pid = peerPid(control.get());

@@ -46,8 +46,8 @@ struct Config {
   bool shmUseCma = false;
   // CC_SHM_PREFAULT. Shared memory (pair rings, direct staging) is made resident and touched
   // page by page at creation (doorbell.h, writeEveryPage), so the first collectives do not
-  // pay ~8 us a page in a VM. 0 leaves it lazy: faster creation (np=8: ~0.3 s instead of
-  // ~0.7 s here, and 3x faster under the sanitizers), slower first calls.
+  // pay ~8 us a page in a VM. 0 leaves it lazy: faster creation, slower first calls
+  // (docs/CONFIG.md has the measured figures).
   bool shmPrefault = true;
   // Collectives (src/collectives). CC_ALGO: auto, ring, tree, direct, hd
   // (halving-doubling), pairwise, bruck, hier (hierarchical: within hosts, then across), dbt

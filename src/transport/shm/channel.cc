@@ -95,8 +95,8 @@ Result<PairMemory> PairMemory::map(FileDescriptor fd, const RingGeometry& geomet
     return remoteError("shm pair memory is " + std::to_string(info.st_size) + " bytes, expected " +
                        std::to_string(geometry.pairBytes()));
   }
-  // Populated now, and touched by create() or attach() (doorbell.h, writeEveryPage): a
-  // page first touched inside a timed call costs microseconds in a VM.
+  // With `populate`, mapped populated now and touched by create() or attach() (doorbell.h,
+  // writeEveryPage): a page first touched inside a timed call costs microseconds in a VM.
   void* address = mmap(nullptr, geometry.pairBytes(), PROT_READ | PROT_WRITE,
                        MAP_SHARED | (populate ? MAP_POPULATE : 0), fd.get(), 0);
   if (address == MAP_FAILED) return systemError("mmap(shm pair)", errno);

@@ -36,9 +36,8 @@ class PairMemory {
  public:
   // `prefault`: mapped populated and every page touched now (doorbell.h, writeEveryPage);
   // otherwise each page on first use.
-  static Result<PairMemory> create(const RingGeometry& geometry, bool prefault = true);
-  static Result<PairMemory> attach(FileDescriptor fd, const RingGeometry& geometry,
-                                   bool prefault = true);
+  static Result<PairMemory> create(const RingGeometry& geometry, bool prefault);
+  static Result<PairMemory> attach(FileDescriptor fd, const RingGeometry& geometry, bool prefault);
   PairMemory(PairMemory&& other) noexcept;
   PairMemory& operator=(PairMemory&&) = delete;
   ~PairMemory();

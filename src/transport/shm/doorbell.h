@@ -55,10 +55,10 @@ class Doorbell {
   static constexpr size_t kMaxExtraBytes = size_t{1} << 32;
 
   // `prefault`: every page is written now (writeEveryPage); otherwise on first use.
-  static Result<Doorbell> create(size_t extraBytes = 0, bool prefault = true);
+  static Result<Doorbell> create(size_t extraBytes, bool prefault);
   // Maps a region (a peer's, or one just created). `populate` maps and reads every page
   // now (a peer's region, which the direct collectives read from the first call).
-  static Result<Doorbell> attach(FileDescriptor fd, bool populate = false);
+  static Result<Doorbell> attach(FileDescriptor fd, bool populate);
   Doorbell(Doorbell&& other) noexcept;
   Doorbell& operator=(Doorbell&& other) noexcept;
   ~Doorbell();
