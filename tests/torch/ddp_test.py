@@ -2,7 +2,7 @@
 AdamW with clipping, each rank its own data; rank 0 writes one loss per step to --out.
 tests/torch/torch_test.sh runs it under torchrun with backend cc and with gloo, with no
 hook and with each of DDP's communication hooks, and compares the losses.
-    ddp_test.py --backend cc|gloo --hook none|fp16|bf16|powersgd --out FILE"""
+    ddp_test.py --backend cc|gloo --hooks none,fp16,bf16,powersgd --out PREFIX"""
 import argparse
 import datetime
 import os
@@ -19,16 +19,8 @@ from torch_gpt import Gpt  # noqa: E402
 import cc_torch  # noqa: F401,E402
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--backend", default="cc")
-    parser.add_argument("--hook", default="none", choices=["none", "fp16", "bf16", "powersgd"])
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    dist.init_process_group(args.backend, timeout=datetime.timedelta(seconds=120))
-    rank = dist.get_rank()
+def train(args, hook, rank):
+    """20 steps of DDP with one communication hook; the losses rank 0 saw."""
     # Each rank starts from different weights: DDP's initial broadcast must make them rank 0's.
     torch.manual_seed(1337 + rank)
     vocab, seq = 64, 16
@@ -36,15 +28,15 @@ def main():
     # The causal masks are bool buffers, the same everywhere: Gloo cannot broadcast bool.
     DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(net, [n for n, _ in net.named_buffers()])
     model = DistributedDataParallel(net, bucket_cap_mb=0.05)  # several buckets
-    if args.hook == "fp16":
+    if hook == "fp16":
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)
-    elif args.hook == "bf16":
+    elif hook == "bf16":
         # torch 1.13 refuses bf16_compress_hook by its name unless CUDA 11 and NCCL 2.10 are
         # there, though the hook itself is device-neutral: call it under another name.
         def bf16_hook(state, bucket):
             return default_hooks.bf16_compress_hook(state, bucket)
         model.register_comm_hook(None, bf16_hook)
-    elif args.hook == "powersgd":
+    elif hook == "powersgd":
         state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=2,
                                             start_powerSGD_iter=3, random_seed=7)
         model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
@@ -64,11 +56,32 @@ def main():
     gathered = [torch.zeros_like(flat) for _ in range(dist.get_world_size())]
     dist.all_gather(gathered, flat)
     if not all(torch.equal(g, gathered[0]) for g in gathered):
-        print(f"ddp_test: rank {rank}: the ranks' weights differ", flush=True)
+        print(f"ddp_test: rank {rank}, hook {hook}: the ranks' weights differ", flush=True)
         sys.exit(1)
-    if rank == 0:
-        with open(args.out, "w") as out:
-            out.write("\n".join(f"{x:.9g}" for x in losses) + "\n")
+    return losses
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--backend", default="cc")
+    parser.add_argument("--hooks", default="none", help="comma-separated: none, fp16, bf16, powersgd")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--out", required=True, help="rank 0 writes OUT-HOOK.txt for each hook")
+    args = parser.parse_args()
+    hooks = args.hooks.split(",")
+    unknown = [h for h in hooks if h not in ("none", "fp16", "bf16", "powersgd")]
+    if unknown:
+        parser.error(f"--hooks: unknown hook {unknown[0]!r} (none, fp16, bf16 or powersgd)")
+    torch.set_num_threads(1)
+    dist.init_process_group(args.backend, timeout=datetime.timedelta(seconds=120))
+    rank = dist.get_rank()
+    # One process group for every hook: each run builds its model and DDP afresh, so the
+    # runs are independent (a launch costs more than the 20 steps).
+    for hook in hooks:
+        losses = train(args, hook, rank)
+        if rank == 0:
+            with open(f"{args.out}-{hook}.txt", "w") as out:
+                out.write("\n".join(f"{x:.9g}" for x in losses) + "\n")
     dist.destroy_process_group()
 
 
