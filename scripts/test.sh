@@ -25,20 +25,20 @@ jobs=$(nproc)
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
 export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1"
 
-run_preset() {
-  local preset=$1
-  shift
-  echo "=== $preset: configure and build"
+run_preset() {  # run_preset PRESET TARGET CTEST_ARGS...
+  local preset=$1 target=$2
+  shift 2
+  echo "=== $preset: configure and build ($target)"
   cmake --preset "$preset" >/dev/null
-  cmake --build --preset "$preset" -j "$jobs"
+  cmake --build --preset "$preset" -j "$jobs" --target "$target"
   echo "=== $preset: test"
   ctest --preset "$preset" --timeout 600 "$@"
 }
 
-run_preset release
+run_preset release all
 if [ "$quick" -eq 0 ]; then
-  run_preset asan -L "multirank|kernels|model"
-  run_preset tsan -L multirank
+  run_preset asan all -L "multirank|kernels|model"
+  run_preset tsan cc_multirank_tests -L multirank
   echo "=== fuzz: every bootstrap parser for 30 s"
   cmake --preset fuzz >/dev/null
   cmake --build --preset fuzz -j "$jobs" --target wire_fuzz

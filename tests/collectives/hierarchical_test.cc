@@ -55,6 +55,11 @@ TEST_P(Hierarchical, AllReduceMatchesTheReferenceOnEveryRank) {
         for (ccRedOp_t op : {ccSum, ccMax, ccAvg}) {
           for (size_t count : {size_t{1}, size_t{7}, size_t{1031}, size_t{300007}}) {
             if (count > 1031 && type != ccFloat32) continue;
+#if defined(__SANITIZE_THREAD__)
+            // Each rank builds every rank's input for the reference: at 300007 floats that
+            // is most of the test's time under TSan, so there the large count runs sum only.
+            if (count > 1031 && op != ccSum) continue;
+#endif
             const size_t size = collectives::dataTypeSize(type);
             std::vector<std::vector<std::byte>> inputs(static_cast<size_t>(n));
             for (int r = 0; r < n; ++r) {

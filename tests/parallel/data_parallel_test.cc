@@ -37,11 +37,12 @@ using testing::syntheticFor;
 // own order: each gradient differs from the reference by fp32 rounding (~1e-7 relative),
 // and so does the logged loss (a mean of N means instead of one mean). Adam divides by
 // sqrt(v), so such differences reach the weights, and training can amplify them; over
-// these 50 steps the largest difference seen is 4.7e-7 (N=2), 3.6e-7 (N=3), 1.6e-7 (N=4).
-// 1e-5 leaves a margin of 20 and is still far below any real bug (a wrong shard, a missed
-// bucket or a rank counted twice moves the loss by more than 1e-2 within a step or two).
+// these 50 steps (10 under a sanitizer) the largest difference seen is 4.7e-7 (N=2), 3.6e-7
+// (N=3), 1.6e-7 (N=4). 1e-5 leaves a margin of 20 and is still far below any real bug (a wrong
+// shard, a missed bucket or a rank counted twice moves the loss by more than 1e-2 within a step or
+// two).
 constexpr double kLossTolerance = 1e-5;
-constexpr int kSteps = 50;
+constexpr int kSteps = testing::equivalenceSteps(50);
 constexpr int kRowsPerRank = 2;
 
 TrainOptions smallOptions(int batch, int64_t steps) {

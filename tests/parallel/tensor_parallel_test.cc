@@ -111,7 +111,7 @@ std::vector<double> referenceLosses(int rows, int steps) {
 
 TEST_P(TensorParallelEquivalence, MatchesOneProcessLossEveryStep) {
   const Shape shape = GetParam();
-  constexpr int kSteps = 50, kRows = 8;
+  constexpr int kSteps = testing::equivalenceSteps(50), kRows = 8;
   const std::vector<double> reference = referenceLosses(kRows, kSteps);
   runRanks(shape.tp * shape.dp, [&](RankContext& context) {
     ccComm_t comm = context.initComm();

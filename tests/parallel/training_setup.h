@@ -34,6 +34,17 @@ inline TrainOptions smallTrainOptions(int batch, int64_t steps, int heads) {
   return options;
 }
 
+// Steps of a test that compares a parallel run with the one-process run at every step. Under
+// a sanitizer (each step 10-20x slower) 10 steps run every path of a step, past the
+// warm-up; the release run keeps the long run, where small differences would compound.
+constexpr int equivalenceSteps(int steps) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return steps < 10 ? steps : 10;
+#else
+  return steps;
+#endif
+}
+
 // The synthetic batches that rank `rank` of `world` data-parallel ranks reads.
 inline std::unique_ptr<BatchSource> syntheticFor(const TrainOptions& options, int rank, int world) {
   return std::make_unique<SyntheticBatches>(
