@@ -52,7 +52,7 @@ for run in $(seq 1 "$runs"); do
         echo "# $collective: Open MPI's $name failed; left out (run $run): $(tail -n 3 "$out/raw")" >&2
         continue
       fi
-      sed -n '/cc against/,/time at the smallest/p' "$out/raw" |
+      sed -n '/cc against its peers, out of place/,/time at the smallest/p' "$out/raw" |
         awk -v name="$name" '$1 ~ /^[0-9]+$/ { print $1, $4, name }' >>"$out/$collective-$run.txt"
     done
   done

@@ -78,16 +78,24 @@ const CollRow* findRow(const SystemRows& system, size_t rowBytes) {
   return nullptr;
 }
 
-std::optional<double> busOf(const CollReport& report, const SystemRows& system, size_t rowBytes) {
+const Timing* timingOf(const SystemRows& system, size_t rowBytes, bool inPlace) {
   const CollRow* row = findRow(system, rowBytes);
-  if (row == nullptr || !row->outOfPlace.measured) return std::nullopt;
-  return busBandwidth(report, row->shape, row->outOfPlace);
+  if (row == nullptr) return nullptr;
+  const Timing& t = inPlace ? row->inPlace : row->outOfPlace;
+  return t.measured ? &t : nullptr;
 }
 
-std::optional<double> timeOf(const SystemRows& system, size_t rowBytes) {
-  const CollRow* row = findRow(system, rowBytes);
-  if (row == nullptr || !row->outOfPlace.measured) return std::nullopt;
-  return row->outOfPlace.timeUs;
+std::optional<double> busOf(const CollReport& report, const SystemRows& system, size_t rowBytes,
+                            bool inPlace) {
+  const Timing* t = timingOf(system, rowBytes, inPlace);
+  if (t == nullptr) return std::nullopt;
+  return busBandwidth(report, findRow(system, rowBytes)->shape, *t);
+}
+
+std::optional<double> timeOf(const SystemRows& system, size_t rowBytes, bool inPlace) {
+  const Timing* t = timingOf(system, rowBytes, inPlace);
+  if (t == nullptr) return std::nullopt;
+  return t->timeUs;
 }
 
 std::string cell(std::optional<double> value, int decimals) {
@@ -228,46 +236,47 @@ void printPeerTables(const CollReport& report, std::FILE* out) {
   }
 }
 
-void printComparison(const CollReport& report, std::FILE* out) {
-  const SystemRows* cc = findSystem(report, "cc");
-  std::vector<const SystemRows*> peers;
-  for (size_t i = 1; i < report.systems.size(); ++i) {
-    if (!report.systems[i].rows.empty()) peers.push_back(&report.systems[i]);
-  }
-  if (cc == nullptr || peers.empty()) return;
-  fmt::print(out,
-             "#\n# cc against its peers, out of place (ratio > 1: cc has more bus bandwidth)\n");
+namespace {
+
+// One comparison table, out of place or in place, and its summary lines (the scripts under
+// bench/ read a table from its heading to "time at the smallest").
+void printComparisonTable(const CollReport& report, const SystemRows& cc,
+                          const std::vector<const SystemRows*>& peers, bool inPlace,
+                          std::FILE* out) {
+  fmt::print(out, "#\n# cc against its peers, {} (ratio > 1: cc has more bus bandwidth)\n",
+             inPlace ? "in place" : "out of place");
   std::string header = fmt::format("#{:>11}  {:>9}", "size(B)", "cc-busbw");
   for (const SystemRows* p : peers) header += fmt::format("  {:>10}", p->name + "-busbw");
   for (const SystemRows* p : peers) header += fmt::format("  {:>8}", "cc/" + p->name);
   header += fmt::format("  {:>11}", "cc-time(us)");
   for (const SystemRows* p : peers) header += fmt::format("  {:>11}", p->name + "-time(us)");
   fmt::print(out, "{}\n", header);
-  for (const CollRow& row : cc->rows) {
+  for (const CollRow& row : cc.rows) {
     size_t bytes = row.shape.rowBytes;
-    std::optional<double> ccBus = busOf(report, *cc, bytes);
+    std::optional<double> ccBus = busOf(report, cc, bytes, inPlace);
     std::string line = fmt::format("{:>12}  {:>9}", bytes, cell(ccBus, 3));
     for (const SystemRows* p : peers)
-      line += fmt::format("  {:>10}", cell(busOf(report, *p, bytes), 3));
+      line += fmt::format("  {:>10}", cell(busOf(report, *p, bytes, inPlace), 3));
     for (const SystemRows* p : peers)
-      line += fmt::format("  {:>8}", cell(ratio(ccBus, busOf(report, *p, bytes)), 2));
-    line += fmt::format("  {:>11}", cell(timeOf(*cc, bytes), 2));
-    for (const SystemRows* p : peers) line += fmt::format("  {:>11}", cell(timeOf(*p, bytes), 2));
+      line += fmt::format("  {:>8}", cell(ratio(ccBus, busOf(report, *p, bytes, inPlace)), 2));
+    line += fmt::format("  {:>11}", cell(timeOf(cc, bytes, inPlace), 2));
+    for (const SystemRows* p : peers)
+      line += fmt::format("  {:>11}", cell(timeOf(*p, bytes, inPlace), 2));
     fmt::print(out, "{}\n", line);
   }
   // Latency at the smallest row (8 bytes in a default sweep), and the big-message ratio.
-  size_t smallest = cc->rows.empty() ? 0 : cc->rows.front().shape.rowBytes;
+  size_t smallest = cc.rows.empty() ? 0 : cc.rows.front().shape.rowBytes;
   for (const SystemRows* p : peers) {
-    std::optional<double> ccTime = timeOf(*cc, smallest);
-    std::optional<double> peerTime = timeOf(*p, smallest);
+    std::optional<double> ccTime = timeOf(cc, smallest, inPlace);
+    std::optional<double> peerTime = timeOf(*p, smallest, inPlace);
     fmt::print(out, "# time at the smallest size ({} B): cc {} us, {} {} us, cc/{} {}\n", smallest,
                cell(ccTime, 2), p->name, cell(peerTime, 2), p->name,
                ratio(ccTime, peerTime) ? fmt::format("{:.3g}", *ratio(ccTime, peerTime)) : "n/a");
     std::vector<double> bigRatios;
-    for (const CollRow& row : cc->rows) {
+    for (const CollRow& row : cc.rows) {
       if (row.shape.rowBytes < (size_t{1} << 20)) continue;
-      std::optional<double> r =
-          ratio(busOf(report, *cc, row.shape.rowBytes), busOf(report, *p, row.shape.rowBytes));
+      std::optional<double> r = ratio(busOf(report, cc, row.shape.rowBytes, inPlace),
+                                      busOf(report, *p, row.shape.rowBytes, inPlace));
       if (r) bigRatios.push_back(*r);
     }
     if (!bigRatios.empty()) {
@@ -275,6 +284,23 @@ void printComparison(const CollReport& report, std::FILE* out) {
                  bigRatios.size(), median(bigRatios));
     }
   }
+}
+
+}  // namespace
+
+void printComparison(const CollReport& report, std::FILE* out) {
+  const SystemRows* cc = findSystem(report, "cc");
+  std::vector<const SystemRows*> peers;
+  for (size_t i = 1; i < report.systems.size(); ++i) {
+    if (!report.systems[i].rows.empty()) peers.push_back(&report.systems[i]);
+  }
+  if (cc == nullptr || peers.empty()) return;
+  printComparisonTable(report, *cc, peers, false, out);
+  // In place as well where the collective has it: the equal-work comparison for broadcast,
+  // whose out-of-place root also copies its input to its output (MPI_Bcast has one buffer).
+  bool inPlace = std::any_of(cc->rows.begin(), cc->rows.end(),
+                             [](const CollRow& row) { return row.inPlace.measured; });
+  if (inPlace) printComparisonTable(report, *cc, peers, true, out);
 }
 
 bool writeCollJson(const CollReport& report, const std::string& path, std::string& error) {
