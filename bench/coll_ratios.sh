@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # cc's bus bandwidth over Open MPI's for every collective at np=2 and np=4 (or the rank
 # counts given) on this host, 64 KiB (or min-bytes) to 64 MiB (or max-bytes) by 4, out of
-# place (or in place), the two interleaved row by row in one cc-bench invocation, repeated: per
+# place and in place, the two interleaved row by row in one cc-bench invocation, repeated: per
 # (collective, np, size) the median ratio and each run's (> 1: cc moves more). Both with
 # their defaults, glibc keeping freed memory for both (keep_heap in bench/stats.sh;
 # KEEP_HEAP=0 to measure with glibc's defaults).
 #
 #   bench/coll_ratios.sh [runs=3] [max-bytes=64M] [rank-counts="2 4"] [min-bytes=64K] [cc-flags]
-#                        [placement=out]
 #
 # cc-flags go to cc-bench for cc's rows only, e.g. "-R 1" (cc on registered buffers).
-# placement "in" compares the in-place rows, for the collectives that have one (all but
-# all-to-all): for broadcast the equal-work comparison, since cc's out-of-place root also
-# copies its input to its output and MPI_Bcast has one buffer.
+# Two tables come from the same runs: out of place, then in place for the collectives that
+# have an in-place form (all but all-to-all). For broadcast the in-place one is the
+# equal-work comparison: cc's out-of-place root also copies its input to its output, and
+# MPI_Bcast has one buffer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/stats.sh
@@ -24,34 +24,41 @@ max=${2:-64M}
 read -r -a nps <<<"${3:-2 4}"
 min=${4:-64K}
 read -r -a flags <<<"${5:-}"
-placement=${6:-out}
-case $placement in
-  out) heading="out of place" collectives=(allreduce reducescatter allgather broadcast reduce alltoall) ;;
-  in) heading="in place" collectives=(allreduce reducescatter allgather broadcast reduce) ;;
-  *) echo "coll_ratios.sh: placement must be out or in, not '$placement'" >&2 && exit 2 ;;
-esac
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+collectives=(allreduce reducescatter allgather broadcast reduce alltoall)
 for run in $(seq 1 "$runs"); do
   for np in "${nps[@]}"; do
     for collective in "${collectives[@]}"; do
-      # The comparison table: size cc-busbw mpi-busbw cc/mpi cc-time mpi-time.
-      build/bin/cc-bench "$collective" -np "$np" -b "$min" -e "$max" -f 4 --peer mpi "${flags[@]}" |
-        sed -n "/cc against its peers, $heading/,/time at the smallest/p" | awk '$1 ~ /^[0-9]+$/ { print $1, $4 }' \
-        >"$out/$collective-$np-$run.txt"
+      build/bin/cc-bench "$collective" -np "$np" -b "$min" -e "$max" -f 4 --peer mpi "${flags[@]}" >"$out/raw"
+      # Each comparison table: size cc-busbw mpi-busbw cc/mpi cc-time mpi-time.
+      for placement in out in; do
+        heading="out of place"
+        [ "$placement" = in ] && heading="in place"
+        sed -n "/cc against its peers, $heading/,/time at the smallest/p" "$out/raw" |
+          awk '$1 ~ /^[0-9]+$/ { print $1, $4 }' >"$out/$placement-$collective-$np-$run.txt"
+      done
     done
   done
 done
-mapfile -t sizes < <(awk '{ print $1 }' "$out/allreduce-${nps[0]}-1.txt")
-size_table_header "${sizes[@]}"
-for np in "${nps[@]}"; do
-  for collective in "${collectives[@]}"; do
-    printf '| %s | %s |' "$collective" "$np"
-    for size in "${sizes[@]}"; do
-      values=$(cat "$out/$collective-$np"-*.txt | awk -v s="$size" '$1 == s { print $2 }')
-      median=$(median <<<"$values")
-      printf ' %s (%s) |' "$median" "$(tr '\n' ' ' <<<"$values" | sed 's/ $//')"
-    done
+mapfile -t sizes < <(awk '{ print $1 }' "$out/out-allreduce-${nps[0]}-1.txt")
+for placement in out in; do
+  if [ "$placement" = in ]; then
     echo
+    echo "In place:"
+    echo
+  fi
+  size_table_header "${sizes[@]}"
+  for np in "${nps[@]}"; do
+    for collective in "${collectives[@]}"; do
+      [ -s "$out/$placement-$collective-$np-1.txt" ] || continue  # no in-place all-to-all
+      printf '| %s | %s |' "$collective" "$np"
+      for size in "${sizes[@]}"; do
+        values=$(cat "$out/$placement-$collective-$np"-*.txt | awk -v s="$size" '$1 == s { print $2 }')
+        median=$(median <<<"$values")
+        printf ' %s (%s) |' "$median" "$(tr '\n' ' ' <<<"$values" | sed 's/ $//')"
+      done
+      echo
+    done
   done
 done

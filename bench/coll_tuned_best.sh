@@ -5,7 +5,8 @@
 # `--peer mpi` sweep, cc and Open MPI interleaved row by row, so each ratio compares rows
 # run side by side. Per size the best algorithm is the one whose median ratio over the
 # runs is smallest (it moved most against the cc rows beside it); the table gives that
-# median, each run's ratio against it, and its name.
+# median, each run's ratio against it, and its name. Out of place, then in place (all but
+# all-to-all) from the same runs: for broadcast the in-place table is the equal-work one.
 # glibc keeps freed memory for both systems (keep_heap in bench/stats.sh).
 #
 #   bench/coll_tuned_best.sh [runs=2] [np=2] [min-bytes=64K] [max-bytes=64M] [cc-flags]
@@ -52,26 +53,39 @@ for run in $(seq 1 "$runs"); do
         echo "# $collective: Open MPI's $name failed; left out (run $run): $(tail -n 3 "$out/raw")" >&2
         continue
       fi
-      sed -n '/cc against its peers, out of place/,/time at the smallest/p' "$out/raw" |
-        awk -v name="$name" '$1 ~ /^[0-9]+$/ { print $1, $4, name }' >>"$out/$collective-$run.txt"
+      for placement in out in; do
+        heading="out of place"
+        [ "$placement" = in ] && heading="in place"
+        sed -n "/cc against its peers, $heading/,/time at the smallest/p" "$out/raw" |
+          awk -v name="$name" '$1 ~ /^[0-9]+$/ { print $1, $4, name }' \
+            >>"$out/$placement-$collective-$run.txt"
+      done
     done
   done
 done
 
-mapfile -t sizes < <(awk '{ print $1 }' "$out/allreduce-1.txt" | sort -gu)
-size_table_header "${sizes[@]}"
-for collective in "${collectives[@]}"; do
-  printf '| %s | %s |' "$collective" "$np"
-  for size in "${sizes[@]}"; do
-    # Per algorithm the median over runs; the best algorithm is the one with the
-    # smallest (a minimum over single runs would pick the noisiest run, not the best).
-    rows=$(cat "$out/$collective"-*.txt | awk -v s="$size" '$1 == s { print $3, $2 }')
-    winner=$(awk '{ print $1 }' <<<"$rows" | sort -u | while read -r name; do
-      echo "$name $(awk -v n="$name" '$1 == n { print $2 }' <<<"$rows" | median)"
-    done | sort -g -k2 | awk 'NR == 1 { print $1 }')
-    median=$(awk -v n="$winner" '$1 == n { print $2 }' <<<"$rows" | median)
-    each=$(awk -v n="$winner" '$1 == n { printf "%s ", $2 }' <<<"$rows" | sed 's/ $//')
-    printf ' %s (%s) %s |' "$median" "$each" "$winner"
+mapfile -t sizes < <(awk '{ print $1 }' "$out/out-allreduce-1.txt" | sort -gu)
+for placement in out in; do
+  if [ "$placement" = in ]; then
+    echo
+    echo "In place:"
+    echo
+  fi
+  size_table_header "${sizes[@]}"
+  for collective in "${collectives[@]}"; do
+    [ -s "$out/$placement-$collective-1.txt" ] || continue  # no in-place all-to-all
+    printf '| %s | %s |' "$collective" "$np"
+    for size in "${sizes[@]}"; do
+      # Per algorithm the median over runs; the best algorithm is the one with the
+      # smallest (a minimum over single runs would pick the noisiest run, not the best).
+      rows=$(cat "$out/$placement-$collective"-*.txt | awk -v s="$size" '$1 == s { print $3, $2 }')
+      winner=$(awk '{ print $1 }' <<<"$rows" | sort -u | while read -r name; do
+        echo "$name $(awk -v n="$name" '$1 == n { print $2 }' <<<"$rows" | median)"
+      done | sort -g -k2 | awk 'NR == 1 { print $1 }')
+      median=$(awk -v n="$winner" '$1 == n { print $2 }' <<<"$rows" | median)
+      each=$(awk -v n="$winner" '$1 == n { printf "%s ", $2 }' <<<"$rows" | sed 's/ $//')
+      printf ' %s (%s) %s |' "$median" "$each" "$winner"
+    done
+    echo
   done
-  echo
 done

@@ -41,10 +41,6 @@ done
 # every run's ratio (bench/coll_ratios.sh).
 echo "=== every collective, cc / Open MPI bus bandwidth, np=2 and np=4"
 env -u CC_SPIN_US bench/coll_ratios.sh "$runs"
-# In place too: for broadcast the equal-work comparison (cc's out-of-place root also copies
-# its input to its output; MPI_Bcast has one buffer).
-echo "=== every collective with an in-place form, in place, cc / Open MPI, np=2 and np=4"
-env -u CC_SPIN_US bench/coll_ratios.sh "$runs" 64M "2 4" 64K "" in
 echo "=== every collective, cc / Open MPI bus bandwidth, np=8"
 env -u CC_SPIN_US bench/coll_ratios.sh "$runs" 8M 8 8K
 echo "=== every collective, cc on registered buffers (-R 1) / Open MPI, np=2 and np=4"
