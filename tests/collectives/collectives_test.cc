@@ -289,6 +289,11 @@ TEST_P(CollectiveMatrix, EveryTypeOpAndLayoutMatchesTheReference) {
 std::vector<MatrixParam> matrixParams() {
   std::vector<MatrixParam> params;
   for (int n = 1; n <= 8; ++n) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    // 7 ranks take the paths of 3, 5 and 6 (odd, folded into a power of two) at the cost
+    // of the most processes but one; the release run keeps them.
+    if (n == 7) continue;
+#endif
     for (const char* algorithm :
          {"auto", "ring", "tree", "direct", "hd", "pairwise", "bruck", "dbt"}) {
       params.push_back({n, algorithm, ""});
