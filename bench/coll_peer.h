@@ -243,6 +243,9 @@ int runRows(Backend& backend, const PeerOptions& options, int rank, int nranks) 
   Buffer send = makeBuffer(maxSend);
   Buffer recv = makeBuffer(maxRecv);
   Gate gate(options.gate, rank);
+  // Every rank has allocated and touched its buffers before rank 0 says it is ready: a rank
+  // still faulting in hundreds of MiB would take the cores from cc's first row beside it.
+  backend.barrier();
   if (rank == 0) {
     std::printf("# %s %s %s root %d, %d ranks\n", collectiveName(options.collective),
                 dataTypeName(options.type), opName(options.op), options.root, nranks);
