@@ -31,23 +31,15 @@ for run in $(seq 1 "$runs"); do
   for np in "${nps[@]}"; do
     for collective in "${collectives[@]}"; do
       build/bin/cc-bench "$collective" -np "$np" -b "$min" -e "$max" -f 4 --peer mpi "${flags[@]}" >"$out/raw"
-      # Each comparison table: size cc-busbw mpi-busbw cc/mpi cc-time mpi-time.
       for placement in out in; do
-        heading="out of place"
-        [ "$placement" = in ] && heading="in place"
-        sed -n "/cc against its peers, $heading/,/time at the smallest/p" "$out/raw" |
-          awk '$1 ~ /^[0-9]+$/ { print $1, $4 }' >"$out/$placement-$collective-$np-$run.txt"
+        comparison_rows "$out/raw" "$placement" >"$out/$placement-$collective-$np-$run.txt"
       done
     done
   done
 done
 mapfile -t sizes < <(awk '{ print $1 }' "$out/out-allreduce-${nps[0]}-1.txt")
 for placement in out in; do
-  if [ "$placement" = in ]; then
-    echo
-    echo "In place:"
-    echo
-  fi
+  placement_heading "$placement"
   size_table_header "${sizes[@]}"
   for np in "${nps[@]}"; do
     for collective in "${collectives[@]}"; do

@@ -54,11 +54,8 @@ for run in $(seq 1 "$runs"); do
         continue
       fi
       for placement in out in; do
-        heading="out of place"
-        [ "$placement" = in ] && heading="in place"
-        sed -n "/cc against its peers, $heading/,/time at the smallest/p" "$out/raw" |
-          awk -v name="$name" '$1 ~ /^[0-9]+$/ { print $1, $4, name }' \
-            >>"$out/$placement-$collective-$run.txt"
+        comparison_rows "$out/raw" "$placement" | awk -v name="$name" '{ print $1, $2, name }' \
+          >>"$out/$placement-$collective-$run.txt"
       done
     done
   done
@@ -66,11 +63,7 @@ done
 
 mapfile -t sizes < <(awk '{ print $1 }' "$out/out-allreduce-1.txt" | sort -gu)
 for placement in out in; do
-  if [ "$placement" = in ]; then
-    echo
-    echo "In place:"
-    echo
-  fi
+  placement_heading "$placement"
   size_table_header "${sizes[@]}"
   for collective in "${collectives[@]}"; do
     [ -s "$out/$placement-$collective-1.txt" ] || continue  # no in-place all-to-all

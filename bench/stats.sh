@@ -38,3 +38,18 @@ size_table_header() {
   for _ in "$@"; do printf -- '---|'; done
   echo
 }
+
+# comparison_rows FILE out|in: cc-bench's comparison with its peers in FILE, out of place or
+# in place, as "size cc/first-peer" lines (the table runs from its heading to "time at the
+# smallest"; collectives without an in-place form print no in-place table).
+comparison_rows() {
+  local heading="out of place"
+  [[ $2 == in ]] && heading="in place"
+  sed -n "/cc against its peers, $heading/,/time at the smallest/p" "$1" |
+    awk '$1 ~ /^[0-9]+$/ { print $1, $4 }'
+}
+
+# placement_heading out|in: the line between a script's out-of-place and in-place tables.
+placement_heading() {
+  if [[ $1 == in ]]; then printf '\nIn place:\n\n'; fi
+}
