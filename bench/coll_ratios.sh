@@ -8,7 +8,9 @@
 #
 #   bench/coll_ratios.sh [runs=3] [max-bytes=64M] [rank-counts="2 4"] [min-bytes=64K] [cc-flags]
 #
-# cc-flags go to cc-bench for cc's rows only, e.g. "-R 1" (cc on registered buffers).
+# cc-flags go to cc-bench for cc's rows only, e.g. "-R 1" (cc on registered buffers); cc's
+# environment too (CC_SHM_USE_CMA=1 ...: Open MPI reads none of it). COLLECTIVES="broadcast
+# allgather" measures only those.
 # Two tables come from the same runs: out of place, then in place for the collectives that
 # have an in-place form (all but all-to-all). For broadcast the in-place one is the
 # equal-work comparison: cc's out-of-place root also copies its input to its output, and
@@ -26,7 +28,7 @@ min=${4:-64K}
 read -r -a flags <<<"${5:-}"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-collectives=(allreduce reducescatter allgather broadcast reduce alltoall)
+read -r -a collectives <<<"${COLLECTIVES:-allreduce reducescatter allgather broadcast reduce alltoall}"
 for run in $(seq 1 "$runs"); do
   for np in "${nps[@]}"; do
     for collective in "${collectives[@]}"; do
@@ -37,7 +39,7 @@ for run in $(seq 1 "$runs"); do
     done
   done
 done
-mapfile -t sizes < <(awk '{ print $1 }' "$out/out-allreduce-${nps[0]}-1.txt")
+mapfile -t sizes < <(awk '{ print $1 }' "$out/out-${collectives[0]}-${nps[0]}-1.txt")
 for placement in out in; do
   placement_heading "$placement"
   size_table_header "${sizes[@]}"

@@ -31,6 +31,7 @@
 
 #include "comm/wait.h"
 #include "core/log.h"
+#include "transport/shm/channel.h"
 
 namespace cc::collectives {
 namespace {
@@ -51,7 +52,11 @@ struct alignas(64) CallLine {
   std::atomic<uint64_t> sendOffset;
   std::atomic<uint64_t> recvWord;
   std::atomic<uint64_t> recvOffset;
+  // The send buffer's address in the rank's own process, when the peers read it there
+  // with process_vm_readv (CC_SHM_USE_CMA) instead of through staging; 0: they do not.
+  std::atomic<uint64_t> sendAddress;
 };
+static_assert(sizeof(CallLine) == 64);
 constexpr uint64_t kMaxSlots = 32;
 // Small all-reduces travel inside one cache line with their round and call, so a
 // reader misses once instead of three times (flag, call, data). Two lines, by round
@@ -124,19 +129,47 @@ class Direct {
   // is registered with the communicator, instead of through staging. Every round's call
   // line carries the answer, and the call ends with finishShared(), so the user gets the
   // buffers back only when no peer reads them any more.
-  void share(bool send, bool recv) {
+  //
+  // `byAddress`: a send buffer that is not registered is read by the peers where it lies,
+  // in this process, with process_vm_readv (one copy instead of two through staging), when
+  // CC_SHM_USE_CMA allows it. Only for collectives that copy what they read (broadcast,
+  // all-gather, all-to-all, through readInput): a reduction needs a pointer it can load.
+  void share(bool send, bool recv, bool byAddress = false) {
     const CollectiveArgs& args = ctx_.args();
     if (send) mySend_ = comm_.registrations().find(args.send, sendBytes());
     if (recv) myRecv_ = comm_.registrations().find(args.recv, recvBytes());
+    if (send && byAddress && !mySend_.registered() && readableByAddress()) {
+      myAddress_ = reinterpret_cast<uint64_t>(args.send);
+    }
   }
-  bool sendShared() const { return mySend_.registered(); }
+  bool sendShared() const { return mySend_.registered() || myAddress_ != 0; }
   bool recvShared() const { return myRecv_.registered(); }
   // Where to read `peer`'s input (or output) for `round`: `sharedAt` bytes into its
   // registered buffer when it shares one, else `stagedAt` bytes into its staging. Known
   // once checkCall() accepted the peer's call in this call's first round.
+  // (Not for a peer that shares by address: that pointer is in its process; readInput.)
   const std::byte* peerInput(int peer, uint64_t round, size_t sharedAt, size_t stagedAt) const {
     const std::byte* shared = shared_ ? peers()[static_cast<size_t>(peer)].send : nullptr;
     return shared != nullptr ? shared + sharedAt : staging(peer, round) + stagedAt;
+  }
+  // Copies `bytes` of `peer`'s input for `round` to `destination`: from its staging, its
+  // registered buffer, or its own process (process_vm_readv) when it shares by address.
+  Status readInput(int peer, uint64_t round, void* destination, size_t sharedAt, size_t stagedAt,
+                   size_t bytes) {
+    const PeerBuffers* buffers = shared_ ? &peers()[static_cast<size_t>(peer)] : nullptr;
+    if (buffers == nullptr || !buffers->sendByAddress) {
+      std::memcpy(destination, peerInput(peer, round, sharedAt, stagedAt), bytes);
+      return Status::ok();
+    }
+    Status status =
+        transport::shm::readPeerMemory(comm_.pidOf(peer), peer, destination,
+                                       reinterpret_cast<uint64_t>(buffers->send) + sharedAt, bytes);
+    if (!status.isOk()) {
+      return fail(status.withContext(fmt::format("direct {}: reading rank {}'s buffer",
+                                                 collectiveName(ctx_.args().kind), peer)));
+    }
+    comm_.bytesReadByAddress() += bytes;
+    return Status::ok();
   }
   const std::byte* peerOutput(int peer, uint64_t round, size_t sharedAt, size_t stagedAt) const {
     const std::byte* shared = shared_ ? peers()[static_cast<size_t>(peer)].recv : nullptr;
@@ -145,7 +178,7 @@ class Direct {
   // After the last round: when the peers read this rank's own buffers, wait until they
   // all released that round.
   Status finishShared(uint64_t lastRound) {
-    if (!mySend_.registered() && !myRecv_.registered()) return Status::ok();
+    if (!sendShared() && !myRecv_.registered()) return Status::ok();
     return waitFor(kReleased, lastRound);
   }
 
@@ -216,6 +249,7 @@ class Direct {
     line.sendOffset.store(mySend_.offset, std::memory_order_relaxed);
     line.recvWord.store(myRecv_.word, std::memory_order_relaxed);
     line.recvOffset.store(myRecv_.offset, std::memory_order_relaxed);
+    line.sendAddress.store(myAddress_, std::memory_order_relaxed);
   }
 
   // This rank's data for `round` is in its staging: say so (with the call), run
@@ -239,7 +273,8 @@ class Direct {
     uint64_t count = line.count.load(std::memory_order_relaxed);
     if (shape == shapeOf(ctx_.args()) && count == ctx_.args().count) {
       bool shares = line.sendWord.load(std::memory_order_relaxed) != 0 ||
-                    line.recvWord.load(std::memory_order_relaxed) != 0;
+                    line.recvWord.load(std::memory_order_relaxed) != 0 ||
+                    line.sendAddress.load(std::memory_order_relaxed) != 0;
       if (!shares || (shared_ && peers()[static_cast<size_t>(peer)].resolved)) return Status::ok();
       return resolveShared(peer, line);
     }
@@ -371,6 +406,19 @@ class Direct {
     return Status::ok();
   }
 
+  // Whether the peers may read this rank's send buffer by address: CC_SHM_USE_CMA is on,
+  // each peer reads at least CC_SHM_CMA_THRESHOLD bytes of it (the crossover, as for
+  // point-to-point messages), and every peer passed the connection-time probe (ptrace
+  // scope and containers may refuse it; then staging, as without the option).
+  bool readableByAddress() const {
+    const Config& config = comm_.config();
+    if (!config.shmUseCma || ctx_.bytes(ctx_.args().count) < config.shmCmaThreshold) return false;
+    for (int p = 0; p < n_; ++p) {
+      if (p != me_ && !comm_.channel(p)->peerReadsByAddress()) return false;
+    }
+    return true;
+  }
+
   // Bytes of this call's send and receive buffers (every rank's are the same size).
   size_t sendBytes() const {
     const CollectiveArgs& args = ctx_.args();
@@ -399,6 +447,9 @@ class Direct {
     comm::SharedRef recv{line.recvWord.load(std::memory_order_relaxed),
                          line.recvOffset.load(std::memory_order_relaxed)};
     comm::PeerMappings& mappings = comm_.peerMappings();
+    const uint64_t address = line.sendAddress.load(std::memory_order_relaxed);
+    buffers.sendByAddress = address != 0;
+    if (address != 0) buffers.send = reinterpret_cast<const std::byte*>(address);
     if (send.registered()) {
       Result<const std::byte*> mapped =
           mappings.resolve(peer, comm_.pidOf(peer), send, sendBytes());
@@ -421,11 +472,13 @@ class Direct {
   int me_;
   comm::SharedRef mySend_;
   comm::SharedRef myRecv_;
+  uint64_t myAddress_ = 0;  // the send buffer, when the peers read it by address
   // The peers' shared buffers in this process: one table per thread, reused from call to
   // call (no allocation on the hot path), valid in this call once shared_ is set.
   struct PeerBuffers {
-    const std::byte* send = nullptr;
+    const std::byte* send = nullptr;  // in the peer's process when sendByAddress
     const std::byte* recv = nullptr;
+    bool sendByAddress = false;
     bool resolved = false;
   };
   static std::vector<PeerBuffers>& peers() {
@@ -654,8 +707,8 @@ Status directBroadcast(const Context& ctx) {
   const int root = args.root;
   const bool isRoot = ctx.rank() == root;
   size_t blockElements = std::max<size_t>(1, direct.slotBytes() / ctx.elementSize());
-  // A registered root buffer is read in place.
-  direct.share(isRoot, false);
+  // A registered root buffer is read in place, and so is any other with CC_SHM_USE_CMA.
+  direct.share(isRoot, false, true);
   const bool sendShared = direct.sendShared();
   uint64_t round = 0;
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
@@ -674,8 +727,8 @@ Status directBroadcast(const Context& ctx) {
     } else {
       CC_TRY(direct.waitFor(kReady, round, root));
       CC_TRY(direct.checkCall(root, round));
-      std::memcpy(ctx.recvAt(offset), direct.peerInput(root, round, ctx.bytes(offset), 0),
-                  ctx.bytes(length));
+      CC_TRY(direct.readInput(root, round, ctx.recvAt(offset), ctx.bytes(offset), 0,
+                              ctx.bytes(length)));
       direct.tally(0, ctx.bytes(length));
     }
     direct.publish(kReleased, round);
@@ -690,7 +743,7 @@ Status directAllGather(const Context& ctx) {
   const int n = ctx.size();
   const int me = ctx.rank();
   size_t blockElements = std::max<size_t>(1, direct.slotBytes() / ctx.elementSize());
-  direct.share(true, false);
+  direct.share(true, false, true);
   const bool sendShared = direct.sendShared();
   uint64_t round = 0;
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
@@ -707,8 +760,8 @@ Status directAllGather(const Context& ctx) {
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       CC_TRY(direct.checkCall(p, round));
-      std::memcpy(ctx.recvAt(static_cast<size_t>(p) * args.count + offset),
-                  direct.peerInput(p, round, ctx.bytes(offset), 0), ctx.bytes(length));
+      CC_TRY(direct.readInput(p, round, ctx.recvAt(static_cast<size_t>(p) * args.count + offset),
+                              ctx.bytes(offset), 0, ctx.bytes(length)));
     }
     size_t others = ctx.bytes(length) * static_cast<size_t>(n - 1);
     direct.tally(others, others);
@@ -780,7 +833,7 @@ Status directAllToAll(const Context& ctx) {
   const auto block = [&](int p) { return static_cast<size_t>(p) * args.count; };
   // (Never in place: the API refuses overlapping buffers, so a shared send buffer is
   // not overwritten by this rank's own receives.)
-  direct.share(true, false);
+  direct.share(true, false, true);
   const bool sendShared = direct.sendShared();
   uint64_t round = 0;
   for (size_t offset = 0; offset < args.count; offset += blockElements) {
@@ -795,10 +848,9 @@ Status directAllToAll(const Context& ctx) {
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       CC_TRY(direct.checkCall(p, round));
-      std::memcpy(ctx.recvAt(block(p) + offset),
-                  direct.peerInput(p, round, ctx.bytes(block(me) + offset),
-                                   ctx.bytes(static_cast<size_t>(me) * length)),
-                  ctx.bytes(length));
+      CC_TRY(direct.readInput(p, round, ctx.recvAt(block(p) + offset),
+                              ctx.bytes(block(me) + offset),
+                              ctx.bytes(static_cast<size_t>(me) * length), ctx.bytes(length)));
     }
     size_t others = ctx.bytes(length) * static_cast<size_t>(n - 1);
     direct.tally(others, others);

@@ -126,6 +126,9 @@ class Communicator {
   Registrations& registrations() { return registrations_; }
   PeerMappings& peerMappings() { return peerMappings_; }
   pid_t pidOf(int rank) const { return pids_[static_cast<size_t>(rank)]; }
+  // Bytes this rank read from peers' own buffers by address (the direct collectives'
+  // single copy, CC_SHM_USE_CMA): how a test or a log tells that path was taken.
+  uint64_t& bytesReadByAddress() { return bytesReadByAddress_; }
   // The last collective decision (collectives/collectives.cc): a call with the same
   // shape, count and overrides skips the cost model.
   struct DecisionCache {
@@ -180,6 +183,7 @@ class Communicator {
   int ringPosition_ = 0;
   bool ringIsIdentity_ = true;
   std::array<TrafficCounter, ccNumTrafficKinds> traffic_;
+  uint64_t bytesReadByAddress_ = 0;
   std::atomic<int> trafficKind_{ccTrafficSendRecv};
   size_t chunkBytesOverride_ = 0;
   FileDescriptor epoll_;

@@ -34,6 +34,9 @@ class Channel {
   virtual const char* kind() const = 0;
   // Whether waiting for this channel means sleeping on the shm doorbell (else: epoll).
   virtual bool isSharedMemory() const = 0;
+  // Whether the peer may read this process's memory by address (shm with the
+  // process_vm_readv single copy, CC_SHM_USE_CMA, when the connection-time probe passed).
+  virtual bool peerReadsByAddress() const { return false; }
   int peer() const { return peer_; }
 
   virtual Result<Progress> progressSend(Transfer& transfer) = 0;

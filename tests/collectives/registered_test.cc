@@ -9,6 +9,7 @@
 // argument is named.
 #include <cc/cc.h>
 
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -157,6 +158,95 @@ TEST_P(Registered, EveryCollectiveGivesTheStagedBitsWhoeverRegisters) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Registered, ::testing::Values(2, 3, 4),
+                         [](const auto& param) { return "np" + std::to_string(param.param); });
+
+// The single copy (CC_SHM_USE_CMA): broadcast, all-gather and all-to-all read a peer's
+// plain (unregistered) send buffer where it lies, with process_vm_readv, from
+// CC_SHM_CMA_THRESHOLD bytes a peer on (4096 in the shm_cma options). Properties: the
+// output is the formula's (every rank's input as fillInput makes it, moved where the
+// collective puts it), out of place and in place, over many rounds, though every rank
+// scribbles over its input the moment its call returns; a rank reads exactly the bytes
+// the peers send it by address at or above the threshold, and none below it; where the
+// kernel refuses the probe (ptrace scope) the call goes through staging instead.
+class SingleCopy : public ::testing::TestWithParam<int> {};
+
+// What `kind` leaves on `rank` when every rank r's send and receive buffers held
+// fillInput(r) over n blocks of `count` (resultOf's layout).
+std::vector<std::byte> expectedOf(const std::string& kind, bool inPlace, size_t count, int rank,
+                                  int n) {
+  const size_t block = count * kElement;
+  const auto blocks = static_cast<size_t>(n);
+  auto input = [&](int r) {
+    std::vector<std::byte> data(blocks * block);
+    fillInput(data.data(), blocks * count, kType, ccSum, r, 3);
+    return data;
+  };
+  std::vector<std::byte> expected;
+  auto append = [&](const std::vector<std::byte>& data, size_t at) {
+    expected.insert(expected.end(), data.begin() + static_cast<std::ptrdiff_t>(at * block),
+                    data.begin() + static_cast<std::ptrdiff_t>((at + 1) * block));
+  };
+  if (kind == "broadcast") append(input(1 % n), 0);
+  for (int r = 0; r < n && kind == "allgather"; ++r) {
+    append(input(r), inPlace ? static_cast<size_t>(r) : 0);
+  }
+  for (int r = 0; r < n && kind == "alltoall"; ++r) append(input(r), static_cast<size_t>(rank));
+  return expected;
+}
+
+TEST_P(SingleCopy, PeersReadPlainBuffersWhereTheyLie) {
+  const int n = GetParam();
+  runRanks(
+      n,
+      [&](RankContext& context) {
+        ccComm_t comm = context.initComm();
+        auto impl = comm::communicatorOf(comm);
+        impl->algorithmOverride() = static_cast<int>(collectives::parseAlgorithm("direct"));
+        impl->chunkBytesOverride() = 16 << 10;  // many rounds
+        const int me = context.rank;
+        bool allowed = true;
+        for (int p = 0; p < n; ++p) {
+          if (p != me) allowed = allowed && impl->channel(p)->peerReadsByAddress();
+        }
+        if (!allowed) std::fprintf(stderr, "rank %d: process_vm_readv refused; staged\n", me);
+        // 80 KB a peer, over the threshold; 4000 bytes, under it.
+        for (const size_t count : {size_t{20011}, size_t{1000}}) {
+          const size_t bytes = count * kElement * static_cast<size_t>(n);
+          const bool byAddress = allowed && count * kElement >= 4096;
+          for (const char* kind : {"broadcast", "allgather", "alltoall"}) {
+            for (bool inPlace : {false, true}) {
+              if (inPlace && std::string(kind) == "alltoall") continue;  // the API refuses it
+              std::vector<std::byte> send(bytes);
+              std::vector<std::byte> recv(bytes);
+              fillInput(send.data(), bytes / kElement, kType, ccSum, me, 3);
+              fillInput(recv.data(), bytes / kElement, kType, ccSum, me, 3);
+              const uint64_t before = impl->bytesReadByAddress();
+              CC_ASSERT_OK(
+                  runCollective(kind, inPlace, send.data(), recv.data(), count, me, n, comm));
+              const uint64_t read = impl->bytesReadByAddress() - before;
+              std::vector<std::byte> result =
+                  resultOf(kind, inPlace, send.data(), recv.data(), count, me, n);
+              // Returned: a peer still reading this rank's input would now see 0xff.
+              std::memset(send.data(), 0xff, bytes);
+              std::memset(recv.data(), 0xff, bytes);
+              ASSERT_EQ(result, expectedOf(kind, inPlace, count, me, n))
+                  << kind << " of " << count << (inPlace ? " in place" : "");
+              // By address, a rank reads each peer's block for it (broadcast: the root's
+              // vector, on every other rank).
+              const bool reads = std::string(kind) != "broadcast" || me != 1 % n;
+              const uint64_t peers = std::string(kind) == "broadcast" ? 1 : n - 1;
+              EXPECT_EQ(read, byAddress && reads ? peers * count * kElement : 0)
+                  << kind << " of " << count << (inPlace ? " in place" : "");
+              CC_ASSERT_OK(ccBarrier(comm, nullptr));
+            }
+          }
+        }
+        CC_ASSERT_OK(ccCommDestroy(comm));
+      },
+      transportOptions("shm_cma"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, SingleCopy, ::testing::Values(2, 3, 4),
                          [](const auto& param) { return "np" + std::to_string(param.param); });
 
 TEST(RegisteredBuffers, PeersMapExactlyTheRegisteredAllocations) {

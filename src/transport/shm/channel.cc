@@ -263,4 +263,26 @@ bool probeCrossMemoryAttach(pid_t pid, uint64_t address, uint64_t expected) {
   return n == static_cast<ssize_t>(sizeof(value)) && value == expected;
 }
 
+Status readPeerMemory(pid_t pid, int rank, void* destination, uint64_t address, size_t bytes) {
+  auto* to = static_cast<std::byte*>(destination);
+  size_t done = 0;
+  while (done < bytes) {
+    // The kernel may stop short (a page boundary under memory pressure): go on from there.
+    iovec local{to + done, bytes - done};
+    iovec remote{reinterpret_cast<void*>(address + done), bytes - done};
+    ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == ESRCH) {
+      return remoteError("rank " + std::to_string(rank) + " exited while its buffer was read");
+    }
+    if (n < 0) return systemError("process_vm_readv from rank " + std::to_string(rank), errno);
+    if (n == 0) {
+      return remoteError("process_vm_readv from rank " + std::to_string(rank) +
+                         " read nothing: its buffer is gone");
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
+
 }  // namespace cc::transport::shm

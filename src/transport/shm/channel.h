@@ -72,6 +72,7 @@ class ShmChannel final : public Channel {
   ~ShmChannel() override;
 
   bool isSharedMemory() const override { return true; }
+  bool peerReadsByAddress() const override { return peerReadsFromMe_; }
   const char* kind() const override { return "shm"; }
   Result<Progress> progressSend(Transfer& transfer) override;
   Result<Progress> progressRecv(Transfer& transfer) override;
@@ -100,5 +101,10 @@ class ShmChannel final : public Channel {
 // Whether this process can read `address` in process `pid` with process_vm_readv and
 // finds `expected` there (the connection-time probe).
 bool probeCrossMemoryAttach(pid_t pid, uint64_t address, uint64_t expected);
+
+// Copies `bytes` from `address` in process `pid` (rank `rank`, for the message) to
+// `destination` with process_vm_readv: the single copy of the direct collectives, for
+// ranks that passed the probe.
+Status readPeerMemory(pid_t pid, int rank, void* destination, uint64_t address, size_t bytes);
 
 }  // namespace cc::transport::shm
