@@ -266,6 +266,35 @@ class Direct {
     return exchangeReady(round, [] {});
   }
 
+  // After this rank published `ready` for `round`: runs `read(p)` for every other rank p
+  // as soon as p has published it too (after checking p's call), whichever comes first,
+  // instead of waiting for the slowest rank before reading anyone. With more ranks than
+  // cores, the ranks that have run can be read while the others wait for a core. Starts
+  // after this rank, so that the ranks do not all read rank 0 first.
+  template <typename Read>
+  Status readEachWhenReady(uint64_t round, Read&& read) {
+    thread_local std::vector<int> pending;
+    pending.clear();
+    for (int step = 1; step < n_; ++step) pending.push_back((me_ + step) % n_);
+    while (!pending.empty()) {
+      bool found = false;
+      for (size_t i = 0; i < pending.size();) {
+        const int p = pending[i];
+        if (control(p).flags[kReady].value.load(std::memory_order_seq_cst) < round) {
+          ++i;
+          continue;
+        }
+        CC_TRY(checkCall(p, round));
+        CC_TRY(read(p));
+        pending[i] = pending.back();
+        pending.pop_back();
+        found = true;
+      }
+      if (!found) CC_TRY(waitForAnotherReady(round, static_cast<int>(pending.size())));
+    }
+    return Status::ok();
+  }
+
   // After `ready` of round k from `peer`: did it make the same call?
   Status checkCall(int peer, uint64_t round) {
     CallLine& line = control(peer).calls[round % slots_];
@@ -292,6 +321,15 @@ class Direct {
     if (flag == kReady && peer < 0) comm_.directSynced() = round;
     return Status::ok();
   }
+  // Returns when fewer than `missing` ranks lack `ready` for `round`: the caller saw
+  // that many missing (counting now could miss one that arrived in between, and then
+  // wait for one that never comes).
+  Status waitForAnotherReady(uint64_t round, int missing) {
+    auto wordOf = [this](int p) -> std::atomic<uint64_t>& {
+      return control(p).flags[kReady].value;
+    };
+    return waitOn(wordOf, round, -1, flagName(kReady), missing - 1);
+  }
   // The same for the inline line of `round`.
   Status waitForInline(uint64_t round) {
     CC_TRY(waitOn([this, round](int p)
@@ -301,10 +339,11 @@ class Direct {
     return Status::ok();
   }
 
+  // Returns when at most `enough` of the ranks waited for are still missing (0: all there).
   template <typename WordOf>
-  Status waitOn(WordOf wordOf, uint64_t round, int peer, const char* what) {
+  Status waitOn(WordOf wordOf, uint64_t round, int peer, const char* what, int enough = 0) {
     int missing = missingPeers(wordOf, round, peer);
-    if (missing == 0) return Status::ok();
+    if (missing <= enough) return Status::ok();
     comm::Waiter waiter(comm_);
     while (true) {
       if (comm_.aborted()) return fail(invalidUsage("communicator was aborted by ccCommAbort"));
@@ -326,7 +365,7 @@ class Direct {
           break;
       }
       int now = missingPeers(wordOf, round, peer);
-      if (now == 0) return Status::ok();
+      if (now <= enough) return Status::ok();
       if (now < missing) {
         // A peer arrived: that is progress, and the timeout starts again.
         missing = now;
@@ -751,18 +790,15 @@ Status directAllGather(const Context& ctx) {
     round = direct.nextRound();
     CC_TRY(direct.beginRound(round));
     if (!sendShared) std::memcpy(direct.staging(me, round), ctx.sendAt(offset), ctx.bytes(length));
+    direct.describe(round);
+    direct.publish(kReady, round);
     // My own block, while the peers fill their staging. (In place it is already there;
     // the send buffer is read before, never after, this copy.)
-    CC_TRY(direct.exchangeReady(round, [&] {
-      ctx.copy(ctx.recvAt(static_cast<size_t>(me) * args.count + offset), ctx.sendAt(offset),
-               length);
+    ctx.copy(ctx.recvAt(static_cast<size_t>(me) * args.count + offset), ctx.sendAt(offset), length);
+    CC_TRY(direct.readEachWhenReady(round, [&](int p) {
+      return direct.readInput(p, round, ctx.recvAt(static_cast<size_t>(p) * args.count + offset),
+                              ctx.bytes(offset), 0, ctx.bytes(length));
     }));
-    for (int p = 0; p < n; ++p) {
-      if (p == me) continue;
-      CC_TRY(direct.checkCall(p, round));
-      CC_TRY(direct.readInput(p, round, ctx.recvAt(static_cast<size_t>(p) * args.count + offset),
-                              ctx.bytes(offset), 0, ctx.bytes(length)));
-    }
     size_t others = ctx.bytes(length) * static_cast<size_t>(n - 1);
     direct.tally(others, others);
     direct.publish(kReleased, round);
@@ -841,17 +877,15 @@ Status directAllToAll(const Context& ctx) {
     round = direct.nextRound();
     CC_TRY(direct.beginRound(round));
     if (!sendShared) exportPeerBlocks(ctx, direct.staging(me, round), offset, length);
+    direct.describe(round);
+    direct.publish(kReady, round);
     // The block I keep, while the peers fill their staging.
-    CC_TRY(direct.exchangeReady(round, [&] {
-      ctx.copy(ctx.recvAt(block(me) + offset), ctx.sendAt(block(me) + offset), length);
-    }));
-    for (int p = 0; p < n; ++p) {
-      if (p == me) continue;
-      CC_TRY(direct.checkCall(p, round));
-      CC_TRY(direct.readInput(p, round, ctx.recvAt(block(p) + offset),
+    ctx.copy(ctx.recvAt(block(me) + offset), ctx.sendAt(block(me) + offset), length);
+    CC_TRY(direct.readEachWhenReady(round, [&](int p) {
+      return direct.readInput(p, round, ctx.recvAt(block(p) + offset),
                               ctx.bytes(block(me) + offset),
-                              ctx.bytes(static_cast<size_t>(me) * length), ctx.bytes(length)));
-    }
+                              ctx.bytes(static_cast<size_t>(me) * length), ctx.bytes(length));
+    }));
     size_t others = ctx.bytes(length) * static_cast<size_t>(n - 1);
     direct.tally(others, others);
     direct.publish(kReleased, round);
