@@ -266,13 +266,13 @@ class Direct {
     return exchangeReady(round, [] {});
   }
 
-  // After this rank published `ready` for `round`: runs `read(p)` for every other rank p
-  // as soon as p has published it too (after checking p's call), whichever comes first,
-  // instead of waiting for the slowest rank before reading anyone. With more ranks than
-  // cores, the ranks that have run can be read while the others wait for a core. Starts
-  // after this rank, so that the ranks do not all read rank 0 first.
+  // Runs `read(p)` for every other rank p as soon as p has published `flag` for `round`
+  // (for `ready`, after checking p's call), whichever comes first, instead of waiting for
+  // the slowest rank before reading anyone. With more ranks than cores, the ranks that
+  // have run can be read while the others wait for a core. Starts after this rank, so
+  // that the ranks do not all read rank 0 first.
   template <typename Read>
-  Status readEachWhenReady(uint64_t round, Read&& read) {
+  Status readEachWhen(Flag flag, uint64_t round, Read&& read) {
     thread_local std::vector<int> pending;
     pending.clear();
     for (int step = 1; step < n_; ++step) pending.push_back((me_ + step) % n_);
@@ -280,17 +280,17 @@ class Direct {
       bool found = false;
       for (size_t i = 0; i < pending.size();) {
         const int p = pending[i];
-        if (control(p).flags[kReady].value.load(std::memory_order_seq_cst) < round) {
+        if (control(p).flags[flag].value.load(std::memory_order_seq_cst) < round) {
           ++i;
           continue;
         }
-        CC_TRY(checkCall(p, round));
+        if (flag == kReady) CC_TRY(checkCall(p, round));
         CC_TRY(read(p));
         pending[i] = pending.back();
         pending.pop_back();
         found = true;
       }
-      if (!found) CC_TRY(waitForAnotherReady(round, static_cast<int>(pending.size())));
+      if (!found) CC_TRY(waitForAnother(flag, round, static_cast<int>(pending.size())));
     }
     return Status::ok();
   }
@@ -321,14 +321,14 @@ class Direct {
     if (flag == kReady && peer < 0) comm_.directSynced() = round;
     return Status::ok();
   }
-  // Returns when fewer than `missing` ranks lack `ready` for `round`: the caller saw
-  // that many missing (counting now could miss one that arrived in between, and then
-  // wait for one that never comes).
-  Status waitForAnotherReady(uint64_t round, int missing) {
-    auto wordOf = [this](int p) -> std::atomic<uint64_t>& {
-      return control(p).flags[kReady].value;
+  // Returns when fewer than `missing` ranks lack `flag` for `round`: the caller saw that
+  // many missing (counting now could miss one that arrived in between, and then wait for
+  // one that never comes).
+  Status waitForAnother(Flag flag, uint64_t round, int missing) {
+    auto wordOf = [this, flag](int p) -> std::atomic<uint64_t>& {
+      return control(p).flags[flag].value;
     };
-    return waitOn(wordOf, round, -1, flagName(kReady), missing - 1);
+    return waitOn(wordOf, round, -1, flagName(flag), missing - 1);
   }
   // The same for the inline line of `round`.
   Status waitForInline(uint64_t round) {
@@ -647,14 +647,14 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
     direct.tally(ctx.bytes(length - myLength), ctx.bytes(myLength) * static_cast<size_t>(n - 1));
     direct.publish(kReduced, round);
     if (toAllRanks || isRoot) {
-      CC_TRY(direct.waitFor(kReduced, round));
-      for (int p = 0; p < n; ++p) {
-        if (p == me) continue;
+      // Each peer's reduced slice as soon as it is there.
+      CC_TRY(direct.readEachWhen(kReduced, round, [&](int p) {
         size_t begin = partBegin(length, n, p);
         std::memcpy(ctx.recvAt(offset + begin),
                     direct.peerOutput(p, round, ctx.bytes(offset + begin), ctx.bytes(begin)),
                     ctx.bytes(partLength(length, n, p)));
-      }
+        return Status::ok();
+      }));
       direct.tally(0, ctx.bytes(length - myLength));
     }
     // My reduced slice is read by every peer (all-reduce) or by the root (reduce).
@@ -795,7 +795,7 @@ Status directAllGather(const Context& ctx) {
     // My own block, while the peers fill their staging. (In place it is already there;
     // the send buffer is read before, never after, this copy.)
     ctx.copy(ctx.recvAt(static_cast<size_t>(me) * args.count + offset), ctx.sendAt(offset), length);
-    CC_TRY(direct.readEachWhenReady(round, [&](int p) {
+    CC_TRY(direct.readEachWhen(kReady, round, [&](int p) {
       return direct.readInput(p, round, ctx.recvAt(static_cast<size_t>(p) * args.count + offset),
                               ctx.bytes(offset), 0, ctx.bytes(length));
     }));
@@ -881,7 +881,7 @@ Status directAllToAll(const Context& ctx) {
     direct.publish(kReady, round);
     // The block I keep, while the peers fill their staging.
     ctx.copy(ctx.recvAt(block(me) + offset), ctx.sendAt(block(me) + offset), length);
-    CC_TRY(direct.readEachWhenReady(round, [&](int p) {
+    CC_TRY(direct.readEachWhen(kReady, round, [&](int p) {
       return direct.readInput(p, round, ctx.recvAt(block(p) + offset),
                               ctx.bytes(block(me) + offset),
                               ctx.bytes(static_cast<size_t>(me) * length), ctx.bytes(length));
