@@ -31,7 +31,6 @@
 
 #include "comm/wait.h"
 #include "core/log.h"
-#include "transport/shm/channel.h"
 
 namespace cc::collectives {
 namespace {
@@ -161,9 +160,14 @@ class Direct {
       std::memcpy(destination, peerInput(peer, round, sharedAt, stagedAt), bytes);
       return Status::ok();
     }
-    Status status =
-        transport::shm::readPeerMemory(comm_.pidOf(peer), peer, destination,
-                                       reinterpret_cast<uint64_t>(buffers->send) + sharedAt, bytes);
+    Status status = comm_.channel(peer)->readByAddress(
+        destination, reinterpret_cast<uint64_t>(buffers->send) + sharedAt, bytes);
+    // A peer that failed (a timeout, an abort, a mismatch) says so before its call returns,
+    // and with it the buffer just read: the user may have reused it meanwhile.
+    if (status.isOk() && control(peer).flags[kFailed].value.load(std::memory_order_seq_cst) != 0) {
+      status =
+          remoteError(fmt::format("rank {} failed while its buffer was read (see its log)", peer));
+    }
     if (!status.isOk()) {
       return fail(status.withContext(fmt::format("direct {}: reading rank {}'s buffer",
                                                  collectiveName(ctx_.args().kind), peer)));
@@ -292,6 +296,8 @@ class Direct {
       }
       if (!found) CC_TRY(waitForAnother(flag, round, static_cast<int>(pending.size())));
     }
+    // Every peer has started the round (publishInline's shortcut, as after waitFor).
+    if (flag == kReady) comm_.directSynced() = round;
     return Status::ok();
   }
 

@@ -37,6 +37,16 @@ class Channel {
   // Whether the peer may read this process's memory by address (shm with the
   // process_vm_readv single copy, CC_SHM_USE_CMA, when the connection-time probe passed).
   virtual bool peerReadsByAddress() const { return false; }
+  // Copies `bytes` from `address` in the peer's process to `destination` (the peer
+  // published the address; it passed this side's probe): the direct collectives' single
+  // copy. Transports that cannot read a peer's memory refuse.
+  virtual Status readByAddress(void* destination, uint64_t address, size_t bytes) {
+    (void)destination;
+    (void)address;
+    (void)bytes;
+    return invalidUsage("rank " + std::to_string(peer_) +
+                        ": this transport cannot read a peer's memory by address");
+  }
   int peer() const { return peer_; }
 
   virtual Result<Progress> progressSend(Transfer& transfer) = 0;

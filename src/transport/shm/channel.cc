@@ -177,6 +177,10 @@ Result<Progress> ShmChannel::progressSend(Transfer& transfer) {
   return moved ? Progress::kMoved : Progress::kIdle;
 }
 
+Status ShmChannel::readByAddress(void* destination, uint64_t address, size_t bytes) {
+  return readPeerMemory(peerPid_, peer(), destination, address, bytes);
+}
+
 Result<Progress> ShmChannel::receiveByAddress(Transfer& transfer, uint64_t sourceAddress) {
   size_t piece = std::min(kCmaPieceBytes, transfer.bytes - transfer.progressed);
   iovec local{transfer.data + transfer.progressed, piece};

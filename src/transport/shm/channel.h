@@ -73,6 +73,8 @@ class ShmChannel final : public Channel {
 
   bool isSharedMemory() const override { return true; }
   bool peerReadsByAddress() const override { return peerReadsFromMe_; }
+  // With the pid the probe used (SO_PEERCRED: this process's pid namespace).
+  Status readByAddress(void* destination, uint64_t address, size_t bytes) override;
   const char* kind() const override { return "shm"; }
   Result<Progress> progressSend(Transfer& transfer) override;
   Result<Progress> progressRecv(Transfer& transfer) override;
