@@ -4,7 +4,7 @@
 # and under TSan, then a short fuzzing run of every bootstrap parser. Exits non-zero on
 # the first failure.
 #
-#   ./scripts/test.sh            everything (about 40 minutes on 2 cores, a third of it building)
+#   ./scripts/test.sh            everything (25-35 minutes on 2 cores, half of it building)
 #   ./scripts/test.sh --quick    release build and tests only
 set -euo pipefail
 cd "$(dirname "$0")/.."
