@@ -256,18 +256,15 @@ class Direct {
     line.sendAddress.store(myAddress_, std::memory_order_relaxed);
   }
 
-  // This rank's data for `round` is in its staging: say so (with the call), run
-  // `meanwhile` (work of this rank's own that no peer waits for), and wait until every
-  // other rank has said the same.
-  template <typename Meanwhile>
-  Status exchangeReady(uint64_t round, Meanwhile&& meanwhile) {
+  // This rank's data for `round` is in its staging (or shared): say so, with the call.
+  void publishReady(uint64_t round) {
     describe(round);
     publish(kReady, round);
-    meanwhile();
-    return waitFor(kReady, round);
   }
+  // publishReady, then wait until every other rank has said the same.
   Status exchangeReady(uint64_t round) {
-    return exchangeReady(round, [] {});
+    publishReady(round);
+    return waitFor(kReady, round);
   }
 
   // Runs `read(p)` for every other rank p as soon as p has published `flag` for `round`
@@ -277,6 +274,7 @@ class Direct {
   // that the ranks do not all read rank 0 first.
   template <typename Read>
   Status readEachWhen(Flag flag, uint64_t round, Read&& read) {
+    auto words = flagWords(flag);
     thread_local std::vector<int> pending;
     pending.clear();
     for (int step = 1; step < n_; ++step) pending.push_back((me_ + step) % n_);
@@ -284,7 +282,7 @@ class Direct {
       bool found = false;
       for (size_t i = 0; i < pending.size();) {
         const int p = pending[i];
-        if (control(p).flags[flag].value.load(std::memory_order_seq_cst) < round) {
+        if (words(p).load(std::memory_order_seq_cst) < round) {
           ++i;
           continue;
         }
@@ -319,11 +317,13 @@ class Direct {
     return fail(status);
   }
 
+  // Rank p's word of `flag`, for waitOn.
+  auto flagWords(Flag flag) {
+    return [this, flag](int p) -> std::atomic<uint64_t>& { return control(p).flags[flag].value; };
+  }
   // Returns when `peer`'s (or, with -1, every other rank's) flag has reached `round`.
   Status waitFor(Flag flag, uint64_t round, int peer = -1) {
-    CC_TRY(waitOn(
-        [this, flag](int p) -> std::atomic<uint64_t>& { return control(p).flags[flag].value; },
-        round, peer, flagName(flag)));
+    CC_TRY(waitOn(flagWords(flag), round, peer, flagName(flag)));
     if (flag == kReady && peer < 0) comm_.directSynced() = round;
     return Status::ok();
   }
@@ -331,10 +331,7 @@ class Direct {
   // many missing (counting now could miss one that arrived in between, and then wait for
   // one that never comes).
   Status waitForAnother(Flag flag, uint64_t round, int missing) {
-    auto wordOf = [this, flag](int p) -> std::atomic<uint64_t>& {
-      return control(p).flags[flag].value;
-    };
-    return waitOn(wordOf, round, -1, flagName(flag), missing - 1);
+    return waitOn(flagWords(flag), round, -1, flagName(flag), missing - 1);
   }
   // The same for the inline line of `round`.
   Status waitForInline(uint64_t round) {
@@ -764,8 +761,7 @@ Status directBroadcast(const Context& ctx) {
       if (!sendShared) {
         std::memcpy(direct.staging(root, round), ctx.sendAt(offset), ctx.bytes(length));
       }
-      direct.describe(round);
-      direct.publish(kReady, round);
+      direct.publishReady(round);
       // The root's own copy (out of place) while the peers read the block.
       ctx.copy(ctx.recvAt(offset), ctx.sendAt(offset), length);
       direct.tally(ctx.bytes(length) * static_cast<size_t>(ctx.size() - 1), 0);
@@ -796,8 +792,7 @@ Status directAllGather(const Context& ctx) {
     round = direct.nextRound();
     CC_TRY(direct.beginRound(round));
     if (!sendShared) std::memcpy(direct.staging(me, round), ctx.sendAt(offset), ctx.bytes(length));
-    direct.describe(round);
-    direct.publish(kReady, round);
+    direct.publishReady(round);
     // My own block, while the peers fill their staging. (In place it is already there;
     // the send buffer is read before, never after, this copy.)
     ctx.copy(ctx.recvAt(static_cast<size_t>(me) * args.count + offset), ctx.sendAt(offset), length);
@@ -883,8 +878,7 @@ Status directAllToAll(const Context& ctx) {
     round = direct.nextRound();
     CC_TRY(direct.beginRound(round));
     if (!sendShared) exportPeerBlocks(ctx, direct.staging(me, round), offset, length);
-    direct.describe(round);
-    direct.publish(kReady, round);
+    direct.publishReady(round);
     // The block I keep, while the peers fill their staging.
     ctx.copy(ctx.recvAt(block(me) + offset), ctx.sendAt(block(me) + offset), length);
     CC_TRY(direct.readEachWhen(kReady, round, [&](int p) {

@@ -40,10 +40,7 @@ class Channel {
   // Copies `bytes` from `address` in the peer's process to `destination` (the peer
   // published the address; it passed this side's probe): the direct collectives' single
   // copy. Transports that cannot read a peer's memory refuse.
-  virtual Status readByAddress(void* destination, uint64_t address, size_t bytes) {
-    (void)destination;
-    (void)address;
-    (void)bytes;
+  virtual Status readByAddress(void* /*destination*/, uint64_t /*address*/, size_t /*bytes*/) {
     return invalidUsage("rank " + std::to_string(peer_) +
                         ": this transport cannot read a peer's memory by address");
   }

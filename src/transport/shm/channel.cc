@@ -178,20 +178,31 @@ Result<Progress> ShmChannel::progressSend(Transfer& transfer) {
 }
 
 Status ShmChannel::readByAddress(void* destination, uint64_t address, size_t bytes) {
-  return readPeerMemory(peerPid_, peer(), destination, address, bytes);
+  auto* to = static_cast<std::byte*>(destination);
+  size_t done = 0;
+  while (done < bytes) {
+    iovec local{to + done, bytes - done};
+    iovec remote{reinterpret_cast<void*>(address + done), bytes - done};
+    ssize_t n = process_vm_readv(peerPid_, &local, 1, &remote, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == ESRCH) {
+      return remoteError("rank " + std::to_string(peer()) + " exited during a transfer");
+    }
+    if (n < 0) return systemError("process_vm_readv from rank " + std::to_string(peer()), errno);
+    if (n == 0) {
+      return remoteError("process_vm_readv from rank " + std::to_string(peer()) +
+                         " read nothing: its buffer is gone");
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::ok();
 }
 
 Result<Progress> ShmChannel::receiveByAddress(Transfer& transfer, uint64_t sourceAddress) {
   size_t piece = std::min(kCmaPieceBytes, transfer.bytes - transfer.progressed);
-  iovec local{transfer.data + transfer.progressed, piece};
-  iovec remote{reinterpret_cast<void*>(sourceAddress + transfer.progressed), piece};
-  ssize_t n = process_vm_readv(peerPid_, &local, 1, &remote, 1, 0);
-  if (n < 0) {
-    if (errno == ESRCH)
-      return remoteError("rank " + std::to_string(peer()) + " exited during a transfer");
-    return systemError("process_vm_readv from rank " + std::to_string(peer()), errno);
-  }
-  transfer.progressed += static_cast<size_t>(n);
+  CC_TRY(readByAddress(transfer.data + transfer.progressed, sourceAddress + transfer.progressed,
+                       piece));
+  transfer.progressed += piece;
   transfer.started = true;
   return Progress::kMoved;
 }
@@ -265,28 +276,6 @@ bool probeCrossMemoryAttach(pid_t pid, uint64_t address, uint64_t expected) {
   iovec remote{reinterpret_cast<void*>(address), sizeof(value)};
   ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
   return n == static_cast<ssize_t>(sizeof(value)) && value == expected;
-}
-
-Status readPeerMemory(pid_t pid, int rank, void* destination, uint64_t address, size_t bytes) {
-  auto* to = static_cast<std::byte*>(destination);
-  size_t done = 0;
-  while (done < bytes) {
-    // The kernel may stop short (a page boundary under memory pressure): go on from there.
-    iovec local{to + done, bytes - done};
-    iovec remote{reinterpret_cast<void*>(address + done), bytes - done};
-    ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == ESRCH) {
-      return remoteError("rank " + std::to_string(rank) + " exited while its buffer was read");
-    }
-    if (n < 0) return systemError("process_vm_readv from rank " + std::to_string(rank), errno);
-    if (n == 0) {
-      return remoteError("process_vm_readv from rank " + std::to_string(rank) +
-                         " read nothing: its buffer is gone");
-    }
-    done += static_cast<size_t>(n);
-  }
-  return Status::ok();
 }
 
 }  // namespace cc::transport::shm

@@ -73,7 +73,8 @@ class ShmChannel final : public Channel {
 
   bool isSharedMemory() const override { return true; }
   bool peerReadsByAddress() const override { return peerReadsFromMe_; }
-  // With the pid the probe used (SO_PEERCRED: this process's pid namespace).
+  // process_vm_readv with the pid the probe used (SO_PEERCRED: this process's pid
+  // namespace); the large point-to-point messages by address read through it too.
   Status readByAddress(void* destination, uint64_t address, size_t bytes) override;
   const char* kind() const override { return "shm"; }
   Result<Progress> progressSend(Transfer& transfer) override;
@@ -103,10 +104,5 @@ class ShmChannel final : public Channel {
 // Whether this process can read `address` in process `pid` with process_vm_readv and
 // finds `expected` there (the connection-time probe).
 bool probeCrossMemoryAttach(pid_t pid, uint64_t address, uint64_t expected);
-
-// Copies `bytes` from `address` in process `pid` (rank `rank`, for the message) to
-// `destination` with process_vm_readv: the single copy of the direct collectives, for
-// ranks that passed the probe.
-Status readPeerMemory(pid_t pid, int rank, void* destination, uint64_t address, size_t bytes);
 
 }  // namespace cc::transport::shm
