@@ -11,6 +11,7 @@
 #include "collectives/algorithms.h"
 #include "collectives/direct.h"
 #include "collectives/reduce_kernels.h"
+#include "comm/wait.h"
 #include "core/log.h"
 
 namespace cc::collectives {
@@ -35,6 +36,31 @@ constexpr size_t kDirectBlockBytes = 512 << 10;
 // the other collectives gained nothing from smaller blocks, docs/PERFORMANCE.md).
 constexpr size_t kDirectBroadcastBlockBytes = 256 << 10;
 constexpr size_t kOneShotBytes = 64 << 10;
+// When the ranks of a host outnumber its CPUs, the measured choices part from the model's
+// (cc-bench's cc times, np=4, 6 and 8 on 2 vCPUs, medians of six to eight alternating
+// runs, docs/PERFORMANCE.md "All-reduce and reduce when ranks outnumber the CPUs"):
+// - Every rank of a one-shot all-reduce reduces the whole vector, n times the work of the
+//   sliced one, and with fewer cores than ranks that work is no longer done side by side.
+//   One-shot only up to kOversubscribedAllReduceBytes x CPUs / ranks^2: np=4 on 2 CPUs
+//   16 KiB (there one-shot took 34-37 us against 43-44 sliced, at 64 KiB 73-106 against
+//   54-57), np=8 4 KiB (one-shot faster to 2 KiB, sliced from 8 KiB; at 16 KiB 80 against
+//   126-133 us).
+// - A reduce goes one-shot to kOversubscribedReduceOneShotBytes and sliced above (np=4 at
+//   64 KiB 44 against 63 us, np=8 108 against 160). From kOversubscribedRingReduceBytes
+//   to kOversubscribedRingReduceEndBytes it takes the ring, whose ranks each wait for one
+//   neighbour instead of for every rank twice a round: at 1 MiB the ring took 308-511 us
+//   against 455-680 direct at np=4 (three campaigns) and 1394 against 1923 at np=8; at
+//   256 KiB they were within the noise at np=4 and the ring ahead at np=8 (260-413 against
+//   392-492). From 4 MiB direct is as fast (np=4 3099 against 3568, np=8 6330 against
+//   5909) and on registered buffers faster (np=4 at 16 MiB 4540 against 7169-9406).
+constexpr size_t kOversubscribedAllReduceBytes = 128 << 10;
+constexpr size_t kOversubscribedReduceOneShotBytes = 16 << 10;
+constexpr size_t kOversubscribedRingReduceBytes = 256 << 10;
+constexpr size_t kOversubscribedRingReduceEndBytes = 4 << 20;
+
+// Whether the ranks of this communicator outnumber the CPUs of their host (for the direct
+// algorithms, which run only where every rank shares one host).
+bool oversubscribed(const comm::Communicator& comm) { return comm.size() > comm::usableCpus(); }
 
 Link linkOf(const comm::Communicator& comm) {
   for (int peer = 0; peer < comm.size(); ++peer) {
@@ -204,6 +230,35 @@ Candidates candidates(const comm::Communicator& comm, CollectiveKind kind) {
   return result;
 }
 
+namespace {
+
+// Whether the direct all-reduce or reduce goes one-shot (every rank exports its whole
+// block; direct.cc) rather than sliced.
+bool directOneShot(const comm::Communicator& comm, const CollectiveArgs& args, double bytes,
+                   const Link& link, size_t blockBytes) {
+  const int n = comm.size();
+  const bool allReduce = args.kind == CollectiveKind::kAllReduce;
+  if (!allReduce && args.kind != CollectiveKind::kReduce) return false;
+  if (args.count < static_cast<size_t>(n)) return true;  // too few elements to slice
+  if (oversubscribed(comm)) {
+    if (allReduce) {
+      return bytes * n * n <=
+             static_cast<double>(kOversubscribedAllReduceBytes) * comm::usableCpus();
+    }
+    return bytes <= kOversubscribedReduceOneShotBytes;
+  }
+  if (bytes <= kOneShotBytes) return true;
+  if (allReduce) return false;
+  // A large reduce goes one-shot where the model prices it below the sliced one: with
+  // two ranks the root then reads 2 and writes 1 vector instead of reading 2 and
+  // writing 1.5 with a second handshake a round (np=2, 256 KiB to 64 MiB, three runs:
+  // 1.2-5x on registered buffers, staged 0.5-2.8x with 16-64 MiB faster in every run).
+  return cost(Algorithm::kDirect, args.kind, n, bytes, link, blockBytes, true) <=
+         cost(Algorithm::kDirect, args.kind, n, bytes, link, blockBytes, false);
+}
+
+}  // namespace
+
 Choice choose(const comm::Communicator& comm, const CollectiveArgs& args, Algorithm forced,
               size_t forcedChunkBytes) {
   const int n = comm.size();
@@ -235,18 +290,13 @@ Choice choose(const comm::Communicator& comm, const CollectiveArgs& args, Algori
     }
     if (algorithm == Algorithm::kDirect) {
       chunk = std::min(chunk, directStagingHalfBytes(comm));
-      oneShot = (args.kind == CollectiveKind::kAllReduce || args.kind == CollectiveKind::kReduce) &&
-                (bytes <= kOneShotBytes || args.count < static_cast<size_t>(n));
-      // A large reduce goes one-shot where the model prices it below the sliced one: with
-      // two ranks the root then reads 2 and writes 1 vector instead of reading 2 and
-      // writing 1.5 with a second handshake a round (np=2, 256 KiB to 64 MiB, three runs:
-      // 1.2-5x on registered buffers, staged 0.5-2.8x with 16-64 MiB faster in every run);
-      // with four it would read 4 (np=4 measured no better).
-      if (!oneShot && args.kind == CollectiveKind::kReduce) {
-        size_t blockBytes = std::max<size_t>(chunk, 1);
-        oneShot = cost(algorithm, args.kind, n, bytes, flat, blockBytes, true) <=
-                  cost(algorithm, args.kind, n, bytes, flat, blockBytes, false);
-      }
+      oneShot = directOneShot(comm, args, bytes, flat, std::max<size_t>(chunk, 1));
+    }
+    if (forced == Algorithm::kAuto && algorithm == Algorithm::kDirect &&
+        args.kind == CollectiveKind::kReduce && bytes >= kOversubscribedRingReduceBytes &&
+        bytes < kOversubscribedRingReduceEndBytes && oversubscribed(comm)) {
+      if (explain) considered += " direct=not with more ranks than CPUs";
+      continue;
     }
     double predicted =
         cost(algorithm, args.kind, n, bytes, algorithm == Algorithm::kHierarchical ? link : flat,
