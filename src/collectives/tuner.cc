@@ -11,7 +11,6 @@
 #include "collectives/algorithms.h"
 #include "collectives/direct.h"
 #include "collectives/reduce_kernels.h"
-#include "comm/wait.h"
 #include "core/log.h"
 
 namespace cc::collectives {
@@ -37,30 +36,48 @@ constexpr size_t kDirectBlockBytes = 512 << 10;
 constexpr size_t kDirectBroadcastBlockBytes = 256 << 10;
 constexpr size_t kOneShotBytes = 64 << 10;
 // When the ranks of a host outnumber its CPUs, the measured choices part from the model's
-// (cc-bench's cc times, np=4, 6 and 8 on 2 vCPUs, medians of six to eight alternating
-// runs, docs/PERFORMANCE.md "All-reduce and reduce when ranks outnumber the CPUs"):
+// (cc-bench's cc times, np=4, 6 and 8 on 2 vCPUs, medians of four to eight runs
+// alternating the choices, docs/PERFORMANCE.md "All-reduce and reduce when ranks
+// outnumber the CPUs"):
 // - Every rank of a one-shot all-reduce reduces the whole vector, n times the work of the
 //   sliced one, and with fewer cores than ranks that work is no longer done side by side.
 //   One-shot only up to kOversubscribedAllReduceBytes x CPUs / ranks^2: np=4 on 2 CPUs
-//   16 KiB (there one-shot took 34-37 us against 43-44 sliced, at 64 KiB 73-106 against
-//   54-57), np=8 4 KiB (one-shot faster to 2 KiB, sliced from 8 KiB; at 16 KiB 80 against
-//   126-133 us).
-// - A reduce goes one-shot to kOversubscribedReduceOneShotBytes and sliced above (np=4 at
-//   64 KiB 44 against 63 us, np=8 108 against 160). From kOversubscribedRingReduceBytes
-//   to kOversubscribedRingReduceEndBytes it takes the ring, whose ranks each wait for one
-//   neighbour instead of for every rank twice a round: at 1 MiB the ring took 308-511 us
-//   against 455-680 direct at np=4 (three campaigns) and 1394 against 1923 at np=8; at
-//   256 KiB they were within the noise at np=4 and the ring ahead at np=8 (260-413 against
-//   392-492). From 4 MiB direct is as fast (np=4 3099 against 3568, np=8 6330 against
-//   5909) and on registered buffers faster (np=4 at 16 MiB 4540 against 7169-9406).
+//   16 KiB (there one-shot took 34-37 us against 43-44 sliced, at 64 KiB 101-109 against
+//   54-73), np=8 4 KiB (one-shot faster to 2 KiB, sliced from 8 KiB; at 16 KiB 80-96
+//   against 133-157 us).
+// - With at least kCrowdedRanksPerCpu ranks a CPU, a reduce goes one-shot only to
+//   kCrowdedReduceOneShotBytes (np=8 at 64 KiB sliced took 98-155 us against 154-202) and
+//   takes the ring from kCrowdedRingReduceBytes to kCrowdedRingReduceEndBytes: each ring
+//   rank waits for one neighbour, each direct rank for every other rank twice a round
+//   (np=8 at 256 KiB 260-413 us against 372-519, at 1 MiB 948-1670 against 1401-1923;
+//   np=6 at 1 MiB 602 against 1198). From 4 MiB direct was as fast and, on registered
+//   buffers, faster. At np=4 (2 a CPU) the ring was bimodal, 0.3-0.6x or 1.2-1.7x Open
+//   MPI from run to run (the ranks' placement on the cores), and the reduce keeps the
+//   model's choice.
 constexpr size_t kOversubscribedAllReduceBytes = 128 << 10;
-constexpr size_t kOversubscribedReduceOneShotBytes = 16 << 10;
-constexpr size_t kOversubscribedRingReduceBytes = 256 << 10;
-constexpr size_t kOversubscribedRingReduceEndBytes = 4 << 20;
+constexpr int kCrowdedRanksPerCpu = 3;
+constexpr size_t kCrowdedReduceOneShotBytes = 16 << 10;
+constexpr size_t kCrowdedRingReduceBytes = 256 << 10;
+constexpr size_t kCrowdedRingReduceEndBytes = 4 << 20;
 
-// Whether the ranks of this communicator outnumber the CPUs of their host (for the direct
-// algorithms, which run only where every rank shares one host).
-bool oversubscribed(const comm::Communicator& comm) { return comm.size() > comm::usableCpus(); }
+// The CPUs of this rank's host as the plan lists them: every rank reads the same figure
+// (its own process could see another, in another cgroup), so they all choose alike.
+// 0 when the description lists none.
+int hostCpus(const comm::Communicator& comm) {
+  const topology::Plan& plan = comm.plan();
+  return plan.cpusOfHost[static_cast<size_t>(plan.places[static_cast<size_t>(comm.rank())].host)];
+}
+
+// Whether the ranks of this communicator are at least `perCpu` times the CPUs of their
+// host (for the direct algorithms, which run only where every rank shares one host).
+bool ranksPerCpuAtLeast(const comm::Communicator& comm, double perCpu) {
+  const int cpus = hostCpus(comm);
+  return cpus > 0 && comm.size() >= perCpu * cpus;
+}
+bool oversubscribed(const comm::Communicator& comm) {
+  const int cpus = hostCpus(comm);
+  return cpus > 0 && comm.size() > cpus;
+}
 
 Link linkOf(const comm::Communicator& comm) {
   for (int peer = 0; peer < comm.size(); ++peer) {
@@ -240,12 +257,11 @@ bool directOneShot(const comm::Communicator& comm, const CollectiveArgs& args, d
   const bool allReduce = args.kind == CollectiveKind::kAllReduce;
   if (!allReduce && args.kind != CollectiveKind::kReduce) return false;
   if (args.count < static_cast<size_t>(n)) return true;  // too few elements to slice
-  if (oversubscribed(comm)) {
-    if (allReduce) {
-      return bytes * n * n <=
-             static_cast<double>(kOversubscribedAllReduceBytes) * comm::usableCpus();
-    }
-    return bytes <= kOversubscribedReduceOneShotBytes;
+  if (allReduce && oversubscribed(comm)) {
+    return bytes * n * n <= static_cast<double>(kOversubscribedAllReduceBytes) * hostCpus(comm);
+  }
+  if (!allReduce && ranksPerCpuAtLeast(comm, kCrowdedRanksPerCpu)) {
+    return bytes <= kCrowdedReduceOneShotBytes;
   }
   if (bytes <= kOneShotBytes) return true;
   if (allReduce) return false;
@@ -293,9 +309,9 @@ Choice choose(const comm::Communicator& comm, const CollectiveArgs& args, Algori
       oneShot = directOneShot(comm, args, bytes, flat, std::max<size_t>(chunk, 1));
     }
     if (forced == Algorithm::kAuto && algorithm == Algorithm::kDirect &&
-        args.kind == CollectiveKind::kReduce && bytes >= kOversubscribedRingReduceBytes &&
-        bytes < kOversubscribedRingReduceEndBytes && oversubscribed(comm)) {
-      if (explain) considered += " direct=not with more ranks than CPUs";
+        args.kind == CollectiveKind::kReduce && bytes >= kCrowdedRingReduceBytes &&
+        bytes < kCrowdedRingReduceEndBytes && ranksPerCpuAtLeast(comm, kCrowdedRanksPerCpu)) {
+      if (explain) considered += " direct=not with 3 ranks a CPU";
       continue;
     }
     double predicted =

@@ -62,6 +62,8 @@ uint64_t planHash(const topology::Plan& plan) {
     mix(-2);
     for (int parent : tree.parent) mix(parent);
   }
+  mix(-3);
+  for (int cpus : plan.cpusOfHost) mix(cpus);  // the tuner decides by it
   return hash;
 }
 

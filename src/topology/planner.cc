@@ -248,7 +248,12 @@ Result<Plan> planCollectives(const System& system, std::span<const RankPlace> pl
     const int nic = plan.nicOfRank[rank];
     plan.nicNames.push_back(nic < 0 ? "" : system.hosts[places[rank].host].nics[nic].name);
   }
-  for (const Host& host : system.hosts) plan.hostNames.push_back(host.name);
+  for (const Host& host : system.hosts) {
+    plan.hostNames.push_back(host.name);
+    int cpus = 0;
+    for (const NumaNode& node : host.numaNodes) cpus += static_cast<int>(node.cpus.size());
+    plan.cpusOfHost.push_back(cpus);
+  }
   for (const RankPlace& place : places) {
     plan.numaOfRank.push_back(effectiveNuma(system.hosts[place.host], place));
   }

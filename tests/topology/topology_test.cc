@@ -496,6 +496,13 @@ void expectPlanProperties(const System& system, const std::vector<RankPlace>& pl
   for (const Tree& tree : plan.trees) expectSpanningTree(tree, places, hostCount);
   expectNearestNics(system, plan, places);
   expectRingsEnterNearTheirNic(system, plan, places);
+  // The tuner's CPU count of each host: every CPU its NUMA nodes list.
+  ASSERT_EQ(plan.cpusOfHost.size(), system.hosts.size());
+  for (size_t h = 0; h < system.hosts.size(); ++h) {
+    size_t listed = 0;
+    for (const NumaNode& node : system.hosts[h].numaNodes) listed += node.cpus.size();
+    EXPECT_EQ(plan.cpusOfHost[h], static_cast<int>(listed)) << "host " << h;
+  }
   const std::string text = describe(plan);
   EXPECT_NE(text.find("ring 0"), std::string::npos);
   EXPECT_NE(text.find("tree 0"), std::string::npos);
