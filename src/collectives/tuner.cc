@@ -268,7 +268,8 @@ bool directOneShot(const comm::Communicator& comm, const CollectiveArgs& args, d
   // A large reduce goes one-shot where the model prices it below the sliced one: with
   // two ranks the root then reads 2 and writes 1 vector instead of reading 2 and
   // writing 1.5 with a second handshake a round (np=2, 256 KiB to 64 MiB, three runs:
-  // 1.2-5x on registered buffers, staged 0.5-2.8x with 16-64 MiB faster in every run).
+  // 1.2-5x on registered buffers, staged 0.5-2.8x with 16-64 MiB faster in every run);
+  // with four it would read 4 (np=4 measured no better).
   return cost(Algorithm::kDirect, args.kind, n, bytes, link, blockBytes, true) <=
          cost(Algorithm::kDirect, args.kind, n, bytes, link, blockBytes, false);
 }
