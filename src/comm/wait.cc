@@ -22,8 +22,7 @@ int usableCpus() {
   static const int cpus = [] {
     int count = 0;
     if (Result<topology::Host> host = topology::discoverLocalHost(); host.isOk()) {
-      for (const topology::NumaNode& node : host->numaNodes)
-        count += static_cast<int>(node.cpus.size());
+      count = host->cpuCount();
     }
     if (count <= 0) count = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
     return count > 0 ? count : 1;

@@ -250,9 +250,7 @@ Result<Plan> planCollectives(const System& system, std::span<const RankPlace> pl
   }
   for (const Host& host : system.hosts) {
     plan.hostNames.push_back(host.name);
-    int cpus = 0;
-    for (const NumaNode& node : host.numaNodes) cpus += static_cast<int>(node.cpus.size());
-    plan.cpusOfHost.push_back(cpus);
+    plan.cpusOfHost.push_back(host.cpuCount());
   }
   for (const RankPlace& place : places) {
     plan.numaOfRank.push_back(effectiveNuma(system.hosts[place.host], place));

@@ -43,9 +43,8 @@ struct Plan {
   std::vector<int> nicOfRank;          // index into the rank's host's nics; -1: none
   std::vector<std::string> nicNames;   // per rank, for people ("" when none)
   std::vector<std::string> hostNames;  // per System host
-  // Per System host, the CPUs its description lists (the job's, where a cgroup limits it;
-  // 0: none listed). Every rank plans from the same descriptions, so the tuner may decide
-  // by it and the ranks still agree.
+  // Per System host, Host::cpuCount() (0: none listed). Every rank plans from the same
+  // descriptions, so the tuner may decide by it and the ranks still agree.
   std::vector<int> cpusOfHost;
 };
 

@@ -12,6 +12,12 @@ int Host::coreCount() const {
                          [](int sum, const NumaNode& node) { return sum + node.cores; });
 }
 
+int Host::cpuCount() const {
+  return std::accumulate(numaNodes.begin(), numaNodes.end(), 0, [](int sum, const NumaNode& node) {
+    return sum + static_cast<int>(node.cpus.size());
+  });
+}
+
 std::vector<int> Host::numaNodesOfSocket(int socket) const {
   std::vector<int> nodes;
   for (int i = 0; i < static_cast<int>(numaNodes.size()); ++i) {

@@ -110,6 +110,9 @@ struct Host {
   std::vector<Link> links;
 
   int coreCount() const;
+  // The processing units (hardware threads) its NUMA nodes list: the job's, where a cgroup
+  // limits them.
+  int cpuCount() const;
   // NUMA nodes of one socket, in index order.
   std::vector<int> numaNodesOfSocket(int socket) const;
 

@@ -59,6 +59,10 @@ TEST(TopologyFile, ShipsTheDescribedSystems) {
   EXPECT_EQ(nvswitch.hosts[0].gpus.size(), 8u);
   EXPECT_EQ(nvswitch.hosts[0].sockets.size(), 2u);
   EXPECT_EQ(nvswitch.hosts[0].nics.size(), 4u);
+  // Hardware threads, not cores: its NUMA nodes list "0-55,112-167" and "56-111,168-223"
+  // (56 cores each).
+  EXPECT_EQ(nvswitch.hosts[0].cpuCount(), 224);
+  EXPECT_EQ(nvswitch.hosts[0].coreCount(), 112);
   const System four = loadOrDie(fs::path(CC_TOPOLOGY_FILES_DIR) / "four_hosts_2s_2nic.json");
   ASSERT_EQ(four.hosts.size(), 4u);
   for (const Host& host : four.hosts) {
@@ -496,12 +500,10 @@ void expectPlanProperties(const System& system, const std::vector<RankPlace>& pl
   for (const Tree& tree : plan.trees) expectSpanningTree(tree, places, hostCount);
   expectNearestNics(system, plan, places);
   expectRingsEnterNearTheirNic(system, plan, places);
-  // The tuner's CPU count of each host: every CPU its NUMA nodes list.
+  // The tuner's CPU count of each host.
   ASSERT_EQ(plan.cpusOfHost.size(), system.hosts.size());
   for (size_t h = 0; h < system.hosts.size(); ++h) {
-    size_t listed = 0;
-    for (const NumaNode& node : system.hosts[h].numaNodes) listed += node.cpus.size();
-    EXPECT_EQ(plan.cpusOfHost[h], static_cast<int>(listed)) << "host " << h;
+    EXPECT_EQ(plan.cpusOfHost[h], system.hosts[h].cpuCount()) << "host " << h;
   }
   const std::string text = describe(plan);
   EXPECT_NE(text.find("ring 0"), std::string::npos);
