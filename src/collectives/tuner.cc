@@ -41,42 +41,37 @@ constexpr size_t kOneShotBytes = 64 << 10;
 // outnumber the CPUs"):
 // - Every rank of a one-shot all-reduce reduces the whole vector, n times the work of the
 //   sliced one, and with fewer cores than ranks that work is no longer done side by side.
-//   One-shot only up to kOversubscribedAllReduceBytes x CPUs / ranks^2: np=4 on 2 CPUs
-//   16 KiB (there one-shot took 34-37 us against 43-44 sliced, at 64 KiB 101-109 against
-//   54-73), np=8 4 KiB (one-shot faster to 2 KiB, sliced from 8 KiB; at 16 KiB 80-96
-//   against 133-157 us).
+//   One-shot only up to kOversubscribedAllReduceBytes x CPUs / ranks^2, a curve through
+//   two measured points: np=4 on 2 CPUs 16 KiB (one-shot took 34-37 us against 43-44
+//   sliced there, at 64 KiB 101-109 against 54-73), np=8 4 KiB (one-shot was faster at
+//   2 KiB, 49 against 61 us; at 8 KiB the two sweeps disagreed, 96 against 70 and 87
+//   against 90; at 16 KiB sliced took 80-96 against 133-157).
 // - With at least kCrowdedRanksPerCpu ranks a CPU, a reduce goes one-shot only to
 //   kCrowdedReduceOneShotBytes (np=8 at 64 KiB sliced took 98-155 us against 154-202) and
 //   takes the ring from kCrowdedRingReduceBytes to kCrowdedRingReduceEndBytes: each ring
 //   rank waits for one neighbour, each direct rank for every other rank twice a round
 //   (np=8 at 256 KiB 260-413 us against 372-519, at 1 MiB 948-1670 against 1401-1923;
-//   np=6 at 1 MiB 602 against 1198). From 4 MiB direct was as fast and, on registered
-//   buffers, faster. At np=4 (2 a CPU) the ring was bimodal, 0.3-0.6x or 1.2-1.7x Open
-//   MPI from run to run (the ranks' placement on the cores), and the reduce keeps the
-//   model's choice.
+//   np=6 at 1 MiB 602 against 1198). The ring was ahead at np=8 beyond 4 MiB too (4 MiB
+//   4251-5909 against 5849-6330, 16 MiB 19753 against 21460 in one sweep); the window
+//   ends there because direct reads registered buffers in place, which the ring cannot
+//   (np=4 at 16 MiB 4540 against 7169-9406; not measured at np=8). At np=4 (2 a CPU) the
+//   ring was bimodal, 0.3-0.6x or 1.2-1.7x Open MPI from run to run (why was not looked
+//   into), and the reduce keeps the model's choice.
 constexpr size_t kOversubscribedAllReduceBytes = 128 << 10;
 constexpr int kCrowdedRanksPerCpu = 3;
 constexpr size_t kCrowdedReduceOneShotBytes = 16 << 10;
 constexpr size_t kCrowdedRingReduceBytes = 256 << 10;
 constexpr size_t kCrowdedRingReduceEndBytes = 4 << 20;
 
-// The CPUs of this rank's host as the plan lists them: every rank reads the same figure
-// (its own process could see another, in another cgroup), so they all choose alike.
-// 0 when the description lists none.
-int hostCpus(const comm::Communicator& comm) {
+// Ranks per CPU of this rank's host, the CPUs as the plan lists them: every rank reads the
+// same figure (its own process could see another, in another cgroup), so they all choose
+// alike. 0 when the description lists no CPUs. (For the direct algorithms, which run only
+// where every rank shares one host.)
+double ranksPerCpu(const comm::Communicator& comm) {
   const topology::Plan& plan = comm.plan();
-  return plan.cpusOfHost[static_cast<size_t>(plan.places[static_cast<size_t>(comm.rank())].host)];
-}
-
-// Whether the ranks of this communicator are at least `perCpu` times the CPUs of their
-// host (for the direct algorithms, which run only where every rank shares one host).
-bool ranksPerCpuAtLeast(const comm::Communicator& comm, double perCpu) {
-  const int cpus = hostCpus(comm);
-  return cpus > 0 && comm.size() >= perCpu * cpus;
-}
-bool oversubscribed(const comm::Communicator& comm) {
-  const int cpus = hostCpus(comm);
-  return cpus > 0 && comm.size() > cpus;
+  const int cpus =
+      plan.cpusOfHost[static_cast<size_t>(plan.places[static_cast<size_t>(comm.rank())].host)];
+  return cpus > 0 ? static_cast<double>(comm.size()) / cpus : 0;
 }
 
 Link linkOf(const comm::Communicator& comm) {
@@ -257,12 +252,10 @@ bool directOneShot(const comm::Communicator& comm, const CollectiveArgs& args, d
   const bool allReduce = args.kind == CollectiveKind::kAllReduce;
   if (!allReduce && args.kind != CollectiveKind::kReduce) return false;
   if (args.count < static_cast<size_t>(n)) return true;  // too few elements to slice
-  if (allReduce && oversubscribed(comm)) {
-    return bytes * n * n <= static_cast<double>(kOversubscribedAllReduceBytes) * hostCpus(comm);
-  }
-  if (!allReduce && ranksPerCpuAtLeast(comm, kCrowdedRanksPerCpu)) {
-    return bytes <= kCrowdedReduceOneShotBytes;
-  }
+  const double perCpu = ranksPerCpu(comm);
+  // (bytes x ranks x ranks per CPU: kOversubscribedAllReduceBytes x CPUs / ranks^2.)
+  if (allReduce && perCpu > 1) return bytes * n * perCpu <= kOversubscribedAllReduceBytes;
+  if (!allReduce && perCpu >= kCrowdedRanksPerCpu) return bytes <= kCrowdedReduceOneShotBytes;
   if (bytes <= kOneShotBytes) return true;
   if (allReduce) return false;
   // A large reduce goes one-shot where the model prices it below the sliced one: with
@@ -272,6 +265,13 @@ bool directOneShot(const comm::Communicator& comm, const CollectiveArgs& args, d
   // with four it would read 4 (np=4 measured no better).
   return cost(Algorithm::kDirect, args.kind, n, bytes, link, blockBytes, true) <=
          cost(Algorithm::kDirect, args.kind, n, bytes, link, blockBytes, false);
+}
+
+// Whether a reduce leaves direct to the ring (kCrowdedRingReduceBytes above).
+bool crowdedReduceTakesRing(const comm::Communicator& comm, const CollectiveArgs& args,
+                            double bytes) {
+  return args.kind == CollectiveKind::kReduce && bytes >= kCrowdedRingReduceBytes &&
+         bytes < kCrowdedRingReduceEndBytes && ranksPerCpu(comm) >= kCrowdedRanksPerCpu;
 }
 
 }  // namespace
@@ -310,8 +310,7 @@ Choice choose(const comm::Communicator& comm, const CollectiveArgs& args, Algori
       oneShot = directOneShot(comm, args, bytes, flat, std::max<size_t>(chunk, 1));
     }
     if (forced == Algorithm::kAuto && algorithm == Algorithm::kDirect &&
-        args.kind == CollectiveKind::kReduce && bytes >= kCrowdedRingReduceBytes &&
-        bytes < kCrowdedRingReduceEndBytes && ranksPerCpuAtLeast(comm, kCrowdedRanksPerCpu)) {
+        crowdedReduceTakesRing(comm, args, bytes)) {
       if (explain) considered += " direct=not with 3 ranks a CPU";
       continue;
     }
