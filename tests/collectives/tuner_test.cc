@@ -1,0 +1,165 @@
+// The tuner's choices where they depend on the host's CPU count (docs/PERFORMANCE.md,
+// "All-reduce and reduce when ranks outnumber the CPUs"): the count comes from the
+// topology plan, so a CC_TOPO_FILE that lists 2 or 16 CPUs decides them whatever this
+// machine has, and every rank of a communicator must choose alike, or the ranks of a
+// direct collective would wait on each other until the timeout. (Whether each choice
+// computes the right result is the forced-algorithm matrices' job, collectives_test.)
+#include <cc/cc.h>
+#include <stdlib.h>
+
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "collectives/collective.h"
+#include "collectives/tuner.h"
+#include "comm/handles.h"
+#include "support/multi_rank.h"
+
+namespace cc::testing {
+namespace {
+
+using collectives::Algorithm;
+using collectives::CollectiveKind;
+
+// laptop.json (one host, one NUMA node, CPUs "0-15") with its CPU list replaced: a host
+// of `cpus` CPUs. Returns the file's path.
+std::string hostWithCpus(int cpus) {
+  std::ifstream in(CC_TOPOLOGY_FILES "/laptop.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string json = text.str();
+  const std::string from = "\"cpus\": \"0-15\"";
+  const size_t at = json.find(from);
+  EXPECT_NE(at, std::string::npos) << "laptop.json no longer lists \"0-15\"";
+  if (at == std::string::npos) return "";
+  json.replace(at, from.size(), "\"cpus\": \"0-" + std::to_string(cpus - 1) + "\"");
+  std::string path = ::testing::TempDir() + "cc_tuner_" + std::to_string(cpus) + "_cpus.json";
+  std::ofstream(path) << json;
+  return path;
+}
+
+struct Asked {
+  CollectiveKind kind;
+  size_t bytes;
+};
+
+collectives::Choice chooseFor(const comm::Communicator& comm, Asked asked,
+                              Algorithm forced = Algorithm::kAuto) {
+  collectives::CollectiveArgs args;
+  args.kind = asked.kind;
+  args.type = ccFloat32;
+  args.count = asked.bytes / sizeof(float);
+  return collectives::choose(comm, args, forced, 0);
+}
+
+// Runs `expect` on every rank of an `nranks` communicator made on a host of `cpus` CPUs,
+// after checking that every rank chooses the same for every collective and size.
+void onHostOf(int cpus, int nranks,
+              const std::function<void(const comm::Communicator&)>& expect) {
+  const std::string file = hostWithCpus(cpus);
+  ASSERT_FALSE(file.empty());
+  MultiRankOptions options;
+  options.env["CC_TOPO_FILE"] = file;
+  runRanks(
+      nranks,
+      [&](RankContext& context) {
+        ccComm_t handle = context.initComm();
+        auto comm = comm::communicatorOf(handle);
+        ASSERT_NE(comm, nullptr);
+        ASSERT_EQ(comm->plan().cpusOfHost, std::vector<int>{cpus});
+        // Every rank's choices, as integers, gathered and compared with rank 0's.
+        std::vector<int32_t> mine;
+        for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kReduce,
+                                    CollectiveKind::kBroadcast, CollectiveKind::kAllGather,
+                                    CollectiveKind::kReduceScatter, CollectiveKind::kAllToAll}) {
+          for (size_t bytes = 1024; bytes <= (size_t{16} << 20); bytes *= 2) {
+            const size_t count = bytes / sizeof(float);
+            const bool perRank = kind == CollectiveKind::kAllGather ||
+                                 kind == CollectiveKind::kReduceScatter ||
+                                 kind == CollectiveKind::kAllToAll;
+            if (perRank && count % static_cast<size_t>(nranks) != 0) continue;
+            collectives::Choice choice = chooseFor(*comm, {kind, perRank ? bytes / nranks : bytes});
+            mine.push_back(static_cast<int32_t>(choice.algorithm));
+            mine.push_back(choice.oneShot ? 1 : 0);
+            mine.push_back(static_cast<int32_t>(choice.chunkBytes));
+          }
+        }
+        std::vector<int32_t> all(mine.size() * static_cast<size_t>(nranks));
+        ASSERT_EQ(ccAllGather(mine.data(), all.data(), mine.size(), ccInt32, handle, nullptr),
+                  ccSuccess);
+        for (int r = 1; r < nranks; ++r) {
+          std::vector<int32_t> theirs(all.begin() + static_cast<ptrdiff_t>(r * mine.size()),
+                                      all.begin() + static_cast<ptrdiff_t>((r + 1) * mine.size()));
+          EXPECT_EQ(theirs, std::vector<int32_t>(all.begin(), all.begin() + static_cast<ptrdiff_t>(
+                                                                                mine.size())))
+              << "rank " << r << " chose differently from rank 0";
+        }
+        expect(*comm);
+        EXPECT_EQ(ccCommDestroy(handle), ccSuccess);
+      },
+      options);
+}
+
+bool directOneShot(const collectives::Choice& choice) {
+  return choice.algorithm == Algorithm::kDirect && choice.oneShot;
+}
+bool directSliced(const collectives::Choice& choice) {
+  return choice.algorithm == Algorithm::kDirect && !choice.oneShot;
+}
+
+// As many CPUs as ranks, or more: the model's own limits (one-shot up to 64 KiB, a
+// reduce stays direct at every size).
+TEST(Tuner, WithCpusToSpareOneShotReachesItsLimitAndReduceStaysDirect) {
+  onHostOf(16, 4, [](const comm::Communicator& comm) {
+    EXPECT_TRUE(directOneShot(chooseFor(comm, {CollectiveKind::kAllReduce, 64 << 10})));
+    EXPECT_TRUE(directSliced(chooseFor(comm, {CollectiveKind::kAllReduce, 128 << 10})));
+    EXPECT_TRUE(directOneShot(chooseFor(comm, {CollectiveKind::kReduce, 64 << 10})));
+    for (size_t bytes : {size_t{256} << 10, size_t{1} << 20, size_t{4} << 20}) {
+      EXPECT_EQ(chooseFor(comm, {CollectiveKind::kReduce, bytes}).algorithm, Algorithm::kDirect)
+          << bytes;
+    }
+  });
+}
+
+// Four ranks on two CPUs: a one-shot all-reduce only up to 128 KiB x 2 / 4^2 = 16 KiB;
+// two ranks a CPU leave the reduce as the model has it.
+TEST(Tuner, FourRanksOnTwoCpusSliceTheAllReduceFrom16KiB) {
+  onHostOf(2, 4, [](const comm::Communicator& comm) {
+    EXPECT_TRUE(directOneShot(chooseFor(comm, {CollectiveKind::kAllReduce, 16 << 10})));
+    EXPECT_TRUE(directSliced(chooseFor(comm, {CollectiveKind::kAllReduce, 32 << 10})));
+    EXPECT_TRUE(directSliced(chooseFor(comm, {CollectiveKind::kAllReduce, 64 << 10})));
+    EXPECT_TRUE(directOneShot(chooseFor(comm, {CollectiveKind::kReduce, 64 << 10})));
+    EXPECT_EQ(chooseFor(comm, {CollectiveKind::kReduce, 1 << 20}).algorithm, Algorithm::kDirect);
+  });
+}
+
+// Eight ranks on two CPUs (four a CPU): all-reduce one-shot only to 4 KiB; reduce
+// one-shot to 16 KiB, sliced above, the ring from 256 KiB up to (not at) 4 MiB unless
+// CC_ALGO says direct.
+TEST(Tuner, EightRanksOnTwoCpusTakeTheRingForMidSizedReduces) {
+  onHostOf(2, 8, [](const comm::Communicator& comm) {
+    EXPECT_TRUE(directOneShot(chooseFor(comm, {CollectiveKind::kAllReduce, 4 << 10})));
+    EXPECT_TRUE(directSliced(chooseFor(comm, {CollectiveKind::kAllReduce, 8 << 10})));
+    EXPECT_TRUE(directOneShot(chooseFor(comm, {CollectiveKind::kReduce, 16 << 10})));
+    EXPECT_TRUE(directSliced(chooseFor(comm, {CollectiveKind::kReduce, 32 << 10})));
+    EXPECT_TRUE(directSliced(chooseFor(comm, {CollectiveKind::kReduce, 128 << 10})));
+    for (size_t bytes : {size_t{256} << 10, size_t{1} << 20, (size_t{4} << 20) - 1024}) {
+      EXPECT_EQ(chooseFor(comm, {CollectiveKind::kReduce, bytes}).algorithm, Algorithm::kRing)
+          << bytes;
+      EXPECT_EQ(chooseFor(comm, {CollectiveKind::kReduce, bytes}, Algorithm::kDirect).algorithm,
+                Algorithm::kDirect)
+          << bytes;
+    }
+    EXPECT_EQ(chooseFor(comm, {CollectiveKind::kReduce, 4 << 20}).algorithm, Algorithm::kDirect);
+    // The all-reduce keeps direct: only the reduce's window moved.
+    EXPECT_EQ(chooseFor(comm, {CollectiveKind::kAllReduce, 1 << 20}).algorithm,
+              Algorithm::kDirect);
+  });
+}
+
+}  // namespace
+}  // namespace cc::testing
