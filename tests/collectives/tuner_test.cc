@@ -4,6 +4,8 @@
 // machine has, and every rank of a communicator must choose alike, or the ranks of a
 // direct collective would wait on each other until the timeout. (Whether each choice
 // computes the right result is the forced-algorithm matrices' job, collectives_test.)
+#include "collectives/tuner.h"
+
 #include <cc/cc.h>
 #include <stdlib.h>
 
@@ -15,7 +17,6 @@
 #include <vector>
 
 #include "collectives/collective.h"
-#include "collectives/tuner.h"
 #include "comm/handles.h"
 #include "support/multi_rank.h"
 
@@ -58,8 +59,7 @@ collectives::Choice chooseFor(const comm::Communicator& comm, Asked asked,
 
 // Runs `expect` on every rank of an `nranks` communicator made on a host of `cpus` CPUs,
 // after checking that every rank chooses the same for every collective and size.
-void onHostOf(int cpus, int nranks,
-              const std::function<void(const comm::Communicator&)>& expect) {
+void onHostOf(int cpus, int nranks, const std::function<void(const comm::Communicator&)>& expect) {
   const std::string file = hostWithCpus(cpus);
   ASSERT_FALSE(file.empty());
   MultiRankOptions options;
@@ -94,8 +94,8 @@ void onHostOf(int cpus, int nranks,
         for (int r = 1; r < nranks; ++r) {
           std::vector<int32_t> theirs(all.begin() + static_cast<ptrdiff_t>(r * mine.size()),
                                       all.begin() + static_cast<ptrdiff_t>((r + 1) * mine.size()));
-          EXPECT_EQ(theirs, std::vector<int32_t>(all.begin(), all.begin() + static_cast<ptrdiff_t>(
-                                                                                mine.size())))
+          EXPECT_EQ(theirs, std::vector<int32_t>(all.begin(),
+                                                 all.begin() + static_cast<ptrdiff_t>(mine.size())))
               << "rank " << r << " chose differently from rank 0";
         }
         expect(*comm);
@@ -156,8 +156,7 @@ TEST(Tuner, EightRanksOnTwoCpusTakeTheRingForMidSizedReduces) {
     }
     EXPECT_EQ(chooseFor(comm, {CollectiveKind::kReduce, 4 << 20}).algorithm, Algorithm::kDirect);
     // The all-reduce keeps direct: only the reduce's window moved.
-    EXPECT_EQ(chooseFor(comm, {CollectiveKind::kAllReduce, 1 << 20}).algorithm,
-              Algorithm::kDirect);
+    EXPECT_EQ(chooseFor(comm, {CollectiveKind::kAllReduce, 1 << 20}).algorithm, Algorithm::kDirect);
   });
 }
 
