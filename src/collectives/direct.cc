@@ -603,8 +603,10 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
   // lines its peers have just read as its input) ran below the staged call in 13 of 15
   // runs (np=2, 1-256 MiB, 0.35-1.27x); sharing only the result ran at 1.04-2.15x
   // (docs/PERFORMANCE.md, "Registered buffers").
+  // A reduce's other ranks never write their buffer, so in place theirs is read in place
+  // too.
   const bool inPlace = args.send == args.recv;
-  direct.share(!inPlace, toAllRanks);
+  direct.share(!inPlace || (!toAllRanks && !isRoot), toAllRanks);
   const bool sendShared = direct.sendShared();
   const bool recvShared = direct.recvShared();
   uint64_t round = 0;
