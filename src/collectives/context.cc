@@ -4,6 +4,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/copy.h"
+
 namespace cc::collectives {
 
 Context::Context(comm::Communicator& comm, const CollectiveArgs& args, size_t chunkBytes)
@@ -36,7 +38,7 @@ Status Context::run(std::span<comm::PointToPoint> messages) const {
 }
 
 void Context::copy(void* dst, const void* src, size_t count) const {
-  if (count > 0 && dst != src) std::memmove(dst, src, bytes(count));
+  moveBytes(dst, src, bytes(count));
 }
 
 std::byte* Context::scratch(int which, size_t count) const {

@@ -30,6 +30,7 @@
 #include <cstring>
 
 #include "comm/wait.h"
+#include "core/copy.h"
 #include "core/log.h"
 
 namespace cc::collectives {
@@ -157,7 +158,7 @@ class Direct {
                    size_t bytes) {
     const PeerBuffers* buffers = shared_ ? &peers()[static_cast<size_t>(peer)] : nullptr;
     if (buffers == nullptr || !buffers->sendByAddress) {
-      std::memcpy(destination, peerInput(peer, round, sharedAt, stagedAt), bytes);
+      copyBytes(destination, peerInput(peer, round, sharedAt, stagedAt), bytes);
       return Status::ok();
     }
     Status status = comm_.channel(peer)->readByAddress(
@@ -573,7 +574,7 @@ Status allReduceOneShot(const Context& ctx, Direct& direct, size_t blockElements
     round = direct.nextRound();
     CC_TRY(direct.beginRound(round));
     if (!direct.sendShared()) {
-      std::memcpy(direct.staging(ctx.rank(), round), ctx.sendAt(offset), ctx.bytes(length));
+      copyBytes(direct.staging(ctx.rank(), round), ctx.sendAt(offset), ctx.bytes(length));
     }
     CC_TRY(direct.exchangeReady(round));
     for (int p = 0; p < n; ++p) {
@@ -619,8 +620,8 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
     for (int p = 0; p < n && !sendShared; ++p) {
       if (p == me) continue;
       size_t begin = partBegin(length, n, p);
-      std::memcpy(mine + ctx.bytes(begin), ctx.sendAt(offset + begin),
-                  ctx.bytes(partLength(length, n, p)));
+      copyBytes(mine + ctx.bytes(begin), ctx.sendAt(offset + begin),
+                ctx.bytes(partLength(length, n, p)));
     }
     CC_TRY(direct.exchangeReady(round));
     size_t myBegin = partBegin(length, n, me);
@@ -639,7 +640,7 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
       // from my registered output).
       ctx.reduceMany(ctx.recvAt(offset + myBegin), sources.data(), n, myLength);
       if (!recvShared) {
-        std::memcpy(mine + ctx.bytes(myBegin), ctx.recvAt(offset + myBegin), ctx.bytes(myLength));
+        copyBytes(mine + ctx.bytes(myBegin), ctx.recvAt(offset + myBegin), ctx.bytes(myLength));
       }
     } else if (isRoot) {
       // The root's own slice goes straight to its output: it is the one rank that also
@@ -655,9 +656,9 @@ Status allReduceSliced(const Context& ctx, Direct& direct, size_t blockElements,
       // Each peer's reduced slice as soon as it is there.
       CC_TRY(direct.readEachWhen(kReduced, round, [&](int p) {
         size_t begin = partBegin(length, n, p);
-        std::memcpy(ctx.recvAt(offset + begin),
-                    direct.peerOutput(p, round, ctx.bytes(offset + begin), ctx.bytes(begin)),
-                    ctx.bytes(partLength(length, n, p)));
+        copyBytes(ctx.recvAt(offset + begin),
+                  direct.peerOutput(p, round, ctx.bytes(offset + begin), ctx.bytes(begin)),
+                  ctx.bytes(partLength(length, n, p)));
         return Status::ok();
       }));
       direct.tally(0, ctx.bytes(length - myLength));
@@ -692,7 +693,7 @@ Status reduceOneShot(const Context& ctx, Direct& direct, size_t blockElements) {
     CC_TRY(direct.beginRound(round));
     if (me != args.root) {
       if (!sendShared) {
-        std::memcpy(direct.staging(me, round), ctx.sendAt(offset), ctx.bytes(length));
+        copyBytes(direct.staging(me, round), ctx.sendAt(offset), ctx.bytes(length));
       }
       direct.describe(round);
       // It reads nothing, so the round is released as it is published, with one ring.
@@ -761,7 +762,7 @@ Status directBroadcast(const Context& ctx) {
     if (isRoot) {
       CC_TRY(direct.beginRound(round));
       if (!sendShared) {
-        std::memcpy(direct.staging(root, round), ctx.sendAt(offset), ctx.bytes(length));
+        copyBytes(direct.staging(root, round), ctx.sendAt(offset), ctx.bytes(length));
       }
       direct.publishReady(round);
       // The root's own copy (out of place) while the peers read the block.
@@ -793,7 +794,7 @@ Status directAllGather(const Context& ctx) {
     size_t length = std::min(blockElements, args.count - offset);
     round = direct.nextRound();
     CC_TRY(direct.beginRound(round));
-    if (!sendShared) std::memcpy(direct.staging(me, round), ctx.sendAt(offset), ctx.bytes(length));
+    if (!sendShared) copyBytes(direct.staging(me, round), ctx.sendAt(offset), ctx.bytes(length));
     direct.publishReady(round);
     // My own block, while the peers fill their staging. (In place it is already there;
     // the send buffer is read before, never after, this copy.)
@@ -818,8 +819,8 @@ void exportPeerBlocks(const Context& ctx, std::byte* staging, size_t offset, siz
   for (int p = 0; p < ctx.size(); ++p) {
     if (p == me) continue;
     auto block = static_cast<size_t>(p);
-    std::memcpy(staging + ctx.bytes(block * length), ctx.sendAt(block * ctx.args().count + offset),
-                ctx.bytes(length));
+    copyBytes(staging + ctx.bytes(block * length), ctx.sendAt(block * ctx.args().count + offset),
+              ctx.bytes(length));
   }
 }
 

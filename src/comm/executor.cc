@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "comm/wait.h"
+#include "core/copy.h"
 #include "core/log.h"
 
 namespace cc::comm {
@@ -83,7 +84,7 @@ Status copyToSelf(std::span<PointToPoint> ops, std::span<const uint64_t> sequenc
           "bytes",
           sequences[i], send.bytes, recvSequence, recv->bytes));
     }
-    if (send.bytes > 0 && send.data != recv->data) std::memmove(recv->data, send.data, send.bytes);
+    moveBytes(recv->data, send.data, send.bytes);
   }
   size_t sends = 0;
   size_t recvs = 0;

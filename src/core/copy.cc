@@ -1,0 +1,131 @@
+#include "core/copy.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "core/log.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace cc {
+namespace {
+
+// Below this memcpy is as good (glibc copies small sizes with vectors too) and the
+// kernels need at least four vectors.
+constexpr size_t kKernelMinBytes = 256;
+
+void copyLibc(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+
+#if defined(__x86_64__)
+// One body for both widths: the first vector unaligned, then four vectors a step stored
+// at addresses aligned to the vector, then the last four vectors unaligned (they may
+// overlap what the loop wrote, which is harmless as src and dst do not overlap).
+// Needs bytes >= 4 vectors.
+#define CC_COPY_BODY(Vec, kWidth, loadu, store, storeu)                           \
+  const Vec head = loadu(reinterpret_cast<const Vec*>(src));                      \
+  const size_t skip = kWidth - (reinterpret_cast<uintptr_t>(dst) & (kWidth - 1)); \
+  std::byte* out = dst + skip;                                                    \
+  const std::byte* in = src + skip;                                               \
+  std::byte* const end = dst + bytes;                                             \
+  while (static_cast<size_t>(end - out) > 4 * kWidth) {                           \
+    const Vec v0 = loadu(reinterpret_cast<const Vec*>(in));                       \
+    const Vec v1 = loadu(reinterpret_cast<const Vec*>(in + kWidth));              \
+    const Vec v2 = loadu(reinterpret_cast<const Vec*>(in + 2 * kWidth));          \
+    const Vec v3 = loadu(reinterpret_cast<const Vec*>(in + 3 * kWidth));          \
+    store(reinterpret_cast<Vec*>(out), v0);                                       \
+    store(reinterpret_cast<Vec*>(out + kWidth), v1);                              \
+    store(reinterpret_cast<Vec*>(out + 2 * kWidth), v2);                          \
+    store(reinterpret_cast<Vec*>(out + 3 * kWidth), v3);                          \
+    out += 4 * kWidth;                                                            \
+    in += 4 * kWidth;                                                             \
+  }                                                                               \
+  const std::byte* lastIn = src + bytes - 4 * kWidth;                             \
+  std::byte* lastOut = end - 4 * kWidth;                                          \
+  const Vec t0 = loadu(reinterpret_cast<const Vec*>(lastIn));                     \
+  const Vec t1 = loadu(reinterpret_cast<const Vec*>(lastIn + kWidth));            \
+  const Vec t2 = loadu(reinterpret_cast<const Vec*>(lastIn + 2 * kWidth));        \
+  const Vec t3 = loadu(reinterpret_cast<const Vec*>(lastIn + 3 * kWidth));        \
+  storeu(reinterpret_cast<Vec*>(lastOut), t0);                                    \
+  storeu(reinterpret_cast<Vec*>(lastOut + kWidth), t1);                           \
+  storeu(reinterpret_cast<Vec*>(lastOut + 2 * kWidth), t2);                       \
+  storeu(reinterpret_cast<Vec*>(lastOut + 3 * kWidth), t3);                       \
+  storeu(reinterpret_cast<Vec*>(dst), head);
+
+void copySse2Body(std::byte* dst, const std::byte* src, size_t bytes) {
+  CC_COPY_BODY(__m128i, size_t{16}, _mm_loadu_si128, _mm_store_si128, _mm_storeu_si128)
+}
+
+__attribute__((target("avx2"))) void copyAvx2Body(std::byte* dst, const std::byte* src,
+                                                  size_t bytes) {
+  CC_COPY_BODY(__m256i, size_t{32}, _mm256_loadu_si256, _mm256_store_si256, _mm256_storeu_si256)
+}
+#undef CC_COPY_BODY
+
+// A body for kKernelMinBytes and more, memcpy below.
+template <void (*body)(std::byte*, const std::byte*, size_t)>
+void anySize(void* dst, const void* src, size_t bytes) {
+  if (bytes < kKernelMinBytes) return copyLibc(dst, src, bytes);
+  body(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), bytes);
+}
+constexpr CopyKernel copySse2 = anySize<copySse2Body>;
+constexpr CopyKernel copyAvx2 = anySize<copyAvx2Body>;
+#endif
+
+struct Chosen {
+  CopyKernel kernel;
+  const char* name;
+};
+
+Chosen named(std::string_view name) {
+  if (name == "libc") return {copyLibc, "libc"};
+#if defined(__x86_64__)
+  if (name == "sse2") return {copySse2, "sse2"};
+  if (name == "avx2" && __builtin_cpu_supports("avx2")) return {copyAvx2, "avx2"};
+#endif
+  return {nullptr, nullptr};
+}
+
+Chosen choose() {
+  Chosen best = named("avx2");
+  if (best.kernel == nullptr) best = named("sse2");
+  if (best.kernel == nullptr) best = named("libc");
+  const char* forced = std::getenv("CC_COPY");
+  if (forced == nullptr || *forced == '\0' || std::string_view(forced) == "auto") return best;
+  const Chosen asked = named(forced);
+  if (asked.kernel != nullptr) return asked;
+  log::warn("CC_COPY={}: not auto, libc, sse2 or avx2, or this CPU lacks it; using {}", forced,
+            best.name);
+  return best;
+}
+
+const Chosen& chosen() {
+  static const Chosen kernel = choose();
+  return kernel;
+}
+
+}  // namespace
+
+void copyBytes(void* dst, const void* src, size_t bytes) { chosen().kernel(dst, src, bytes); }
+
+void moveBytes(void* dst, const void* src, size_t bytes) {
+  const auto d = reinterpret_cast<uintptr_t>(dst);
+  const auto s = reinterpret_cast<uintptr_t>(src);
+  if (d == s || bytes == 0) return;
+  if (d < s + bytes && s < d + bytes) {
+    std::memmove(dst, src, bytes);
+    return;
+  }
+  copyBytes(dst, src, bytes);
+}
+
+const char* copyKernelName() { return chosen().name; }
+
+CopyKernel copyKernelNamed(std::string_view name) { return named(name).kernel; }
+
+}  // namespace cc

@@ -1,0 +1,110 @@
+// The data path's copy kernels (core/copy.h): every kernel this CPU has gives memcpy's
+// bytes at every size around its edges (the small-size cut, one vector, four, the
+// aligned loop's end) and every alignment of source and destination within a cache line,
+// and writes nothing outside the destination. moveBytes gives memmove's bytes when the
+// ranges overlap.
+#include "core/copy.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace cc {
+namespace {
+
+constexpr size_t kGuard = 128;
+
+std::vector<uint8_t> pattern(size_t bytes, uint32_t seed) {
+  std::vector<uint8_t> out(bytes);
+  uint32_t x = seed * 2654435761u + 1;
+  for (uint8_t& b : out) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    b = static_cast<uint8_t>(x);
+  }
+  return out;
+}
+
+// Copies `bytes` with `kernel` from `srcOffset` into `dstOffset` of guarded buffers and
+// returns what is wrong ("" when the destination equals the source and nothing else
+// changed).
+std::string checkCopy(CopyKernel kernel, size_t bytes, size_t srcOffset, size_t dstOffset) {
+  const size_t span = bytes + 2 * kGuard;
+  std::vector<uint8_t> src = pattern(span, static_cast<uint32_t>(bytes + srcOffset));
+  std::vector<uint8_t> dst = pattern(span, static_cast<uint32_t>(~bytes + dstOffset));
+  const std::vector<uint8_t> before = dst;
+  // 64-byte-aligned bases, so the offsets are the alignments within a cache line.
+  auto* srcBase = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(src.data()) + 63) & ~63);
+  auto* dstBase = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(dst.data()) + 63) & ~63);
+  const uint8_t* from = srcBase + srcOffset;
+  uint8_t* to = dstBase + dstOffset;
+  kernel(to, from, bytes);
+  const auto at = static_cast<size_t>(to - dst.data());
+  for (size_t i = 0; i < span; ++i) {
+    const bool inside = i >= at && i < at + bytes;
+    const uint8_t want = inside ? from[i - at] : before[i];
+    if (dst[i] != want) {
+      return "byte " + std::to_string(static_cast<long>(i) - static_cast<long>(at)) + " of " +
+             std::to_string(bytes) + (inside ? " differs from the source" : " outside was written");
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> kernelsHere() {
+  std::vector<std::string> names;
+  for (const char* name : {"libc", "sse2", "avx2"}) {
+    if (copyKernelNamed(name) != nullptr) names.emplace_back(name);
+  }
+  return names;
+}
+
+TEST(Copy, EveryKernelCopiesEverySizeAndAlignmentExactly) {
+  EXPECT_NE(copyKernelNamed(copyKernelName()), nullptr) << copyKernelName();
+  EXPECT_EQ(copyKernelNamed("none"), nullptr);
+  for (const std::string& name : kernelsHere()) {
+    CopyKernel kernel = copyKernelNamed(name);
+    // Every size to 600 (the cut at 256, one to eight 32-byte vectors and the loop's end
+    // at each), then larger ones off by one around powers of two.
+    std::vector<size_t> sizes;
+    for (size_t s = 0; s <= 600; ++s) sizes.push_back(s);
+    for (size_t p : {size_t{1024}, size_t{4096}, size_t{65536}, size_t{1} << 20}) {
+      for (size_t s : {p - 1, p, p + 1, p + 33}) sizes.push_back(s);
+    }
+    // Offsets within a cache line: every one below a vector's alignment, and either side
+    // of 16, 32 and 48.
+    const size_t offsets[] = {0, 1, 2, 3, 5, 7, 8, 15, 16, 17, 31, 32, 33, 47, 48, 63};
+    const size_t fewOffsets[] = {0, 1, 17, 63};  // for the sizes past 4 KiB
+    for (size_t bytes : sizes) {
+      for (size_t srcOffset : bytes > 4096 ? std::span<const size_t>(fewOffsets) : offsets) {
+        for (size_t dstOffset : bytes > 4096 ? std::span<const size_t>(fewOffsets) : offsets) {
+          std::string error = checkCopy(kernel, bytes, srcOffset, dstOffset);
+          ASSERT_TRUE(error.empty()) << name << ", source at +" << srcOffset << ", destination at +"
+                                     << dstOffset << ": " << error;
+        }
+      }
+    }
+  }
+}
+
+TEST(Copy, MoveBytesIsMemmoveWhenTheRangesOverlap) {
+  for (size_t bytes : {size_t{7}, size_t{300}, size_t{4099}, size_t{70001}}) {
+    for (long shift : {-65L, -1L, 0L, 1L, 31L, 4096L}) {
+      std::vector<uint8_t> buffer = pattern(bytes + 8192, static_cast<uint32_t>(bytes));
+      std::vector<uint8_t> expected = buffer;
+      const size_t from = 4096;
+      const auto to = static_cast<size_t>(static_cast<long>(from) + shift);
+      std::memmove(expected.data() + to, expected.data() + from, bytes);
+      moveBytes(buffer.data() + to, buffer.data() + from, bytes);
+      ASSERT_EQ(buffer, expected) << bytes << " bytes moved by " << shift;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cc
