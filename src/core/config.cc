@@ -120,6 +120,15 @@ Result<Config> Config::fromEnvironment() {
       return invalidArgument(std::string("CC_NET=") + text + " is not one of auto, tcp, ucx");
     }
   }
+  // CC_COPY is read by core/copy.cc, once per process; checked here so that a misspelling
+  // fails like any other setting.
+  if (const char* text = std::getenv("CC_COPY"); text != nullptr && *text != '\0') {
+    const std::string_view name(text);
+    if (name != "auto" && name != "libc" && name != "sse2" && name != "avx2") {
+      return invalidArgument(std::string("CC_COPY=") + text +
+                             " is not one of auto, libc, sse2, avx2");
+    }
+  }
   if (const char* text = std::getenv("CC_SOCKET_IFNAME")) config.socketIfname = text;
   if (const char* text = std::getenv("CC_SOCKET_FAMILY"); text != nullptr && *text != '\0') {
     if (strcasecmp(text, "AF_INET") == 0 || strcmp(text, "4") == 0) {

@@ -6,12 +6,15 @@
 #include "core/copy.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <cstdint>
 #include <cstring>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "core/config.h"
 
 namespace cc {
 namespace {
@@ -104,6 +107,22 @@ TEST(Copy, MoveBytesIsMemmoveWhenTheRangesOverlap) {
       ASSERT_EQ(buffer, expected) << bytes << " bytes moved by " << shift;
     }
   }
+}
+
+// CC_COPY is read once per process by the copy, and checked with every other setting when
+// a communicator is created: a misspelling is an error naming it.
+TEST(Copy, AnUnknownCcCopyIsAnErrorNamingIt) {
+  for (const char* good : {"auto", "libc", "sse2", "avx2"}) {
+    setenv("CC_COPY", good, 1);
+    EXPECT_TRUE(Config::fromEnvironment().isOk()) << good;
+  }
+  setenv("CC_COPY", "avx3", 1);
+  Result<Config> bad = Config::fromEnvironment();
+  unsetenv("CC_COPY");
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_EQ(bad.status().code(), ccInvalidArgument);
+  EXPECT_NE(bad.status().message().find("CC_COPY=avx3"), std::string::npos)
+      << bad.status().message();
 }
 
 }  // namespace
