@@ -8,8 +8,11 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,25 +36,38 @@ std::vector<uint8_t> pattern(size_t bytes, uint32_t seed) {
   return out;
 }
 
-// Copies `bytes` with `kernel` from `srcOffset` into `dstOffset` of guarded buffers and
-// returns what is wrong ("" when the destination equals the source and nothing else
-// changed).
+// 64-byte-aligned memory of exactly `bytes` (so that AddressSanitizer sees a read or write
+// one byte past it), filled with a pattern.
+struct Aligned {
+  explicit Aligned(size_t bytes, uint32_t seed)
+      : size(bytes),
+        data(static_cast<uint8_t*>(
+            ::operator new (std::max<size_t>(bytes, 1), std::align_val_t{64}))) {
+    const std::vector<uint8_t> fill = pattern(bytes, seed);
+    if (bytes > 0) std::memcpy(data, fill.data(), bytes);
+  }
+  ~Aligned() { ::operator delete (data, std::align_val_t{64}); }
+  Aligned(const Aligned&) = delete;
+  Aligned& operator=(const Aligned&) = delete;
+  size_t size;
+  uint8_t* data;
+};
+
+// Copies `bytes` with `kernel` from `srcOffset` bytes into a 64-byte-aligned source that
+// ends where the copied bytes end, to `dstOffset` bytes past a guard in a 64-byte-aligned
+// destination; returns what is wrong ("" when the destination equals the source and
+// nothing else changed).
 std::string checkCopy(CopyKernel kernel, size_t bytes, size_t srcOffset, size_t dstOffset) {
-  const size_t span = bytes + 2 * kGuard;
-  std::vector<uint8_t> src = pattern(span, static_cast<uint32_t>(bytes + srcOffset));
-  std::vector<uint8_t> dst = pattern(span, static_cast<uint32_t>(~bytes + dstOffset));
-  const std::vector<uint8_t> before = dst;
-  // 64-byte-aligned bases, so the offsets are the alignments within a cache line.
-  auto* srcBase = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(src.data()) + 63) & ~63);
-  auto* dstBase = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(dst.data()) + 63) & ~63);
-  const uint8_t* from = srcBase + srcOffset;
-  uint8_t* to = dstBase + dstOffset;
-  kernel(to, from, bytes);
-  const auto at = static_cast<size_t>(to - dst.data());
-  for (size_t i = 0; i < span; ++i) {
+  Aligned src(srcOffset + bytes, static_cast<uint32_t>(bytes + srcOffset));
+  Aligned dst(kGuard + dstOffset + bytes + kGuard, static_cast<uint32_t>(~bytes + dstOffset));
+  const std::vector<uint8_t> before(dst.data, dst.data + dst.size);
+  const uint8_t* from = src.data + srcOffset;
+  const size_t at = kGuard + dstOffset;
+  kernel(dst.data + at, from, bytes);
+  for (size_t i = 0; i < dst.size; ++i) {
     const bool inside = i >= at && i < at + bytes;
     const uint8_t want = inside ? from[i - at] : before[i];
-    if (dst[i] != want) {
+    if (dst.data[i] != want) {
       return "byte " + std::to_string(static_cast<long>(i) - static_cast<long>(at)) + " of " +
              std::to_string(bytes) + (inside ? " differs from the source" : " outside was written");
     }
@@ -68,7 +84,12 @@ std::vector<std::string> kernelsHere() {
 }
 
 TEST(Copy, EveryKernelCopiesEverySizeAndAlignmentExactly) {
-  EXPECT_NE(copyKernelNamed(copyKernelName()), nullptr) << copyKernelName();
+#if defined(__x86_64__)
+  // The default is the widest kernel the CPU has.
+  if (std::getenv("CC_COPY") == nullptr) {
+    EXPECT_STREQ(copyKernelName(), __builtin_cpu_supports("avx2") ? "avx2" : "sse2");
+  }
+#endif
   EXPECT_EQ(copyKernelNamed("none"), nullptr);
   for (const std::string& name : kernelsHere()) {
     CopyKernel kernel = copyKernelNamed(name);
@@ -95,12 +116,15 @@ TEST(Copy, EveryKernelCopiesEverySizeAndAlignmentExactly) {
   }
 }
 
+// Overlapping by a byte or more either way, not at all (shifted by the length, just
+// touching), and onto itself.
 TEST(Copy, MoveBytesIsMemmoveWhenTheRangesOverlap) {
   for (size_t bytes : {size_t{7}, size_t{300}, size_t{4099}, size_t{70001}}) {
-    for (long shift : {-65L, -1L, 0L, 1L, 31L, 4096L}) {
-      std::vector<uint8_t> buffer = pattern(bytes + 8192, static_cast<uint32_t>(bytes));
+    const auto length = static_cast<long>(bytes);
+    for (long shift : {-length, -length + 1, -65L, -1L, 0L, 1L, 31L, 4096L, length - 1, length}) {
+      std::vector<uint8_t> buffer = pattern(3 * bytes + 8192, static_cast<uint32_t>(bytes));
       std::vector<uint8_t> expected = buffer;
-      const size_t from = 4096;
+      const size_t from = bytes + 4096;
       const auto to = static_cast<size_t>(static_cast<long>(from) + shift);
       std::memmove(expected.data() + to, expected.data() + from, bytes);
       moveBytes(buffer.data() + to, buffer.data() + from, bytes);
@@ -112,13 +136,19 @@ TEST(Copy, MoveBytesIsMemmoveWhenTheRangesOverlap) {
 // CC_COPY is read once per process by the copy, and checked with every other setting when
 // a communicator is created: a misspelling is an error naming it.
 TEST(Copy, AnUnknownCcCopyIsAnErrorNamingIt) {
+  const char* outside = std::getenv("CC_COPY");
+  const std::string saved = outside != nullptr ? outside : "";
   for (const char* good : {"auto", "libc", "sse2", "avx2"}) {
     setenv("CC_COPY", good, 1);
     EXPECT_TRUE(Config::fromEnvironment().isOk()) << good;
   }
   setenv("CC_COPY", "avx3", 1);
   Result<Config> bad = Config::fromEnvironment();
-  unsetenv("CC_COPY");
+  if (outside != nullptr) {
+    setenv("CC_COPY", saved.c_str(), 1);
+  } else {
+    unsetenv("CC_COPY");
+  }
   ASSERT_FALSE(bad.isOk());
   EXPECT_EQ(bad.status().code(), ccInvalidArgument);
   EXPECT_NE(bad.status().message().find("CC_COPY=avx3"), std::string::npos)
