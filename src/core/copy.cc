@@ -26,7 +26,10 @@ void copyLibc(void* dst, const void* src, size_t bytes) {
 // One body for both widths: the first vector unaligned, then four vectors a step stored
 // at addresses aligned to the vector, then the last four vectors unaligned (they may
 // overlap what the loop wrote, which is harmless as src and dst do not overlap).
-// Needs bytes >= 4 vectors.
+// Needs bytes >= 4 vectors. A macro, not a template: a template body compiled for the
+// default target cannot call the AVX2 intrinsics, and one written with GCC's vector types
+// and __builtin_memcpy went through the stack in 16-byte pieces (tried); the intrinsics
+// make each load and store one instruction.
 #define CC_COPY_BODY(Vec, kWidth, loadu, store, storeu)                           \
   const Vec head = loadu(reinterpret_cast<const Vec*>(src));                      \
   const size_t skip = kWidth - (reinterpret_cast<uintptr_t>(dst) & (kWidth - 1)); \
