@@ -1,7 +1,6 @@
 #include "collectives/context.h"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "core/copy.h"

@@ -2,12 +2,14 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <string_view>
 
+#include "core/copy.h"
 #include "core/log.h"
 
 namespace cc {
@@ -123,10 +125,9 @@ Result<Config> Config::fromEnvironment() {
   // CC_COPY is read by core/copy.cc, once per process; checked here so that a misspelling
   // fails like any other setting.
   if (const char* text = std::getenv("CC_COPY"); text != nullptr && *text != '\0') {
-    const std::string_view name(text);
-    if (name != "auto" && name != "libc" && name != "sse2" && name != "avx2") {
-      return invalidArgument(std::string("CC_COPY=") + text +
-                             " is not one of auto, libc, sse2, avx2");
+    if (std::find(std::begin(kCopyNames), std::end(kCopyNames), text) == std::end(kCopyNames)) {
+      return invalidArgument(
+          fmt::format("CC_COPY={} is not one of {}", text, fmt::join(kCopyNames, ", ")));
     }
   }
   if (const char* text = std::getenv("CC_SOCKET_IFNAME")) config.socketIfname = text;

@@ -30,34 +30,27 @@ void copyLibc(void* dst, const void* src, size_t bytes) {
 // default target cannot call the AVX2 intrinsics, and one written with GCC's vector types
 // and __builtin_memcpy went through the stack in 16-byte pieces (tried); the intrinsics
 // make each load and store one instruction.
-#define CC_COPY_BODY(Vec, kWidth, loadu, store, storeu)                           \
-  const Vec head = loadu(reinterpret_cast<const Vec*>(src));                      \
-  const size_t skip = kWidth - (reinterpret_cast<uintptr_t>(dst) & (kWidth - 1)); \
-  std::byte* out = dst + skip;                                                    \
-  const std::byte* in = src + skip;                                               \
-  std::byte* const end = dst + bytes;                                             \
-  while (static_cast<size_t>(end - out) > 4 * kWidth) {                           \
-    const Vec v0 = loadu(reinterpret_cast<const Vec*>(in));                       \
-    const Vec v1 = loadu(reinterpret_cast<const Vec*>(in + kWidth));              \
-    const Vec v2 = loadu(reinterpret_cast<const Vec*>(in + 2 * kWidth));          \
-    const Vec v3 = loadu(reinterpret_cast<const Vec*>(in + 3 * kWidth));          \
-    store(reinterpret_cast<Vec*>(out), v0);                                       \
-    store(reinterpret_cast<Vec*>(out + kWidth), v1);                              \
-    store(reinterpret_cast<Vec*>(out + 2 * kWidth), v2);                          \
-    store(reinterpret_cast<Vec*>(out + 3 * kWidth), v3);                          \
-    out += 4 * kWidth;                                                            \
-    in += 4 * kWidth;                                                             \
-  }                                                                               \
-  const std::byte* lastIn = src + bytes - 4 * kWidth;                             \
-  std::byte* lastOut = end - 4 * kWidth;                                          \
-  const Vec t0 = loadu(reinterpret_cast<const Vec*>(lastIn));                     \
-  const Vec t1 = loadu(reinterpret_cast<const Vec*>(lastIn + kWidth));            \
-  const Vec t2 = loadu(reinterpret_cast<const Vec*>(lastIn + 2 * kWidth));        \
-  const Vec t3 = loadu(reinterpret_cast<const Vec*>(lastIn + 3 * kWidth));        \
-  storeu(reinterpret_cast<Vec*>(lastOut), t0);                                    \
-  storeu(reinterpret_cast<Vec*>(lastOut + kWidth), t1);                           \
-  storeu(reinterpret_cast<Vec*>(lastOut + 2 * kWidth), t2);                       \
-  storeu(reinterpret_cast<Vec*>(lastOut + 3 * kWidth), t3);                       \
+#define CC_COPY_BODY(Vec, kWidth, loadu, store, storeu)                                          \
+  const Vec head = loadu(reinterpret_cast<const Vec*>(src));                                     \
+  const size_t skip = kWidth - (reinterpret_cast<uintptr_t>(dst) & (kWidth - 1));                \
+  std::byte* out = dst + skip;                                                                   \
+  const std::byte* in = src + skip;                                                              \
+  std::byte* const end = dst + bytes;                                                            \
+  while (static_cast<size_t>(end - out) > 4 * kWidth) {                                          \
+    const Vec v0 = loadu(reinterpret_cast<const Vec*>(in));                                      \
+    const Vec v1 = loadu(reinterpret_cast<const Vec*>(in + kWidth));                             \
+    const Vec v2 = loadu(reinterpret_cast<const Vec*>(in + 2 * kWidth));                         \
+    const Vec v3 = loadu(reinterpret_cast<const Vec*>(in + 3 * kWidth));                         \
+    store(reinterpret_cast<Vec*>(out), v0);                                                      \
+    store(reinterpret_cast<Vec*>(out + kWidth), v1);                                             \
+    store(reinterpret_cast<Vec*>(out + 2 * kWidth), v2);                                         \
+    store(reinterpret_cast<Vec*>(out + 3 * kWidth), v3);                                         \
+    out += 4 * kWidth;                                                                           \
+    in += 4 * kWidth;                                                                            \
+  }                                                                                              \
+  for (size_t last = bytes - 4 * kWidth; last < bytes; last += kWidth) {                         \
+    storeu(reinterpret_cast<Vec*>(dst + last), loadu(reinterpret_cast<const Vec*>(src + last))); \
+  }                                                                                              \
   storeu(reinterpret_cast<Vec*>(dst), head);
 
 void copySse2Body(std::byte* dst, const std::byte* src, size_t bytes) {
@@ -102,8 +95,7 @@ Chosen choose() {
   if (forced == nullptr || *forced == '\0' || std::string_view(forced) == "auto") return best;
   const Chosen asked = named(forced);
   if (asked.kernel != nullptr) return asked;
-  log::warn("CC_COPY={}: not auto, libc, sse2 or avx2, or this CPU lacks it; using {}", forced,
-            best.name);
+  log::warn("CC_COPY={}: this CPU lacks it; using {}", forced, best.name);
   return best;
 }
 

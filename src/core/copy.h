@@ -20,6 +20,9 @@ namespace cc {
 
 using CopyKernel = void (*)(void* dst, const void* src, size_t bytes);
 
+// CC_COPY's values (docs/CONFIG.md): auto, then the kernels by name.
+inline constexpr std::string_view kCopyNames[] = {"auto", "libc", "sse2", "avx2"};
+
 // Copies `bytes` from `src` to `dst`; the two ranges must not overlap.
 void copyBytes(void* dst, const void* src, size_t bytes);
 

@@ -161,7 +161,7 @@ Result<Progress> ShmChannel::progressSend(Transfer& transfer) {
       size_t chunk = std::min<size_t>(geometry_.slotBytes, transfer.bytes - transfer.progressed);
       slot.mode = kInline;
       slot.payloadBytes = chunk;
-      if (chunk > 0) copyBytes(slotPayload(slot), transfer.data + transfer.progressed, chunk);
+      copyBytes(slotPayload(slot), transfer.data + transfer.progressed, chunk);
       transfer.progressed += chunk;
     }
     ++sendHead_;
@@ -238,7 +238,7 @@ Result<Progress> ShmChannel::progressRecv(Transfer& transfer) {
       const std::byte* source = payloadBytes <= kInlineBytes
                                     ? slot.inlineData
                                     : reinterpret_cast<std::byte*>(&slot) + sizeof(SlotHeader);
-      if (payloadBytes > 0) copyBytes(transfer.data + transfer.progressed, source, payloadBytes);
+      copyBytes(transfer.data + transfer.progressed, source, payloadBytes);
       transfer.progressed += payloadBytes;
       transfer.started = true;
     } else if (mode == kByAddress) {
