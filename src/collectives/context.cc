@@ -24,12 +24,29 @@ comm::PointToPoint Context::message(bool isSend, int peer, const void* data, siz
 }
 
 Status Context::exchange(int sendPeer, const void* sendData, size_t sendCount, int recvPeer,
-                         void* recvData, size_t recvCount) const {
+                         void* recvData, size_t recvCount, const transport::Sink* recvSink) const {
   comm::PointToPoint messages[2];
   size_t used = 0;
   if (sendPeer >= 0) messages[used++] = message(true, sendPeer, sendData, sendCount);
-  if (recvPeer >= 0) messages[used++] = message(false, recvPeer, recvData, recvCount);
+  if (recvPeer >= 0) {
+    messages[used] = message(false, recvPeer, recvData, recvCount);
+    messages[used++].sink = recvSink;
+  }
   return comm::execute(std::span(messages, used));
+}
+
+bool Context::reducesOnArrival(int peer) const {
+  return peer != rank_ && comm_.channel(peer)->appliesSinks();
+}
+
+ReduceOnArrival::ReduceOnArrival(const Context& ctx, const std::byte* own)
+    : ctx_(ctx), own_(own), sink_{&ReduceOnArrival::apply, this} {}
+
+void ReduceOnArrival::apply(const void* state, std::byte* destination, const std::byte* piece,
+                            size_t offset, size_t bytes) {
+  const auto& self = *static_cast<const ReduceOnArrival*>(state);
+  self.ctx_.reduce(destination, self.own_ + offset, piece, bytes / self.ctx_.elementSize());
+  self.ctx_.comm().bytesReducedOnArrival() += bytes;
 }
 
 Status Context::run(std::span<comm::PointToPoint> messages) const {

@@ -31,9 +31,13 @@ class Context {
   size_t bytes(size_t elements) const { return elements * elementSize_; }
 
   // Sends to one peer while receiving from another (either may be -1: none); returns
-  // when both are done. Counts are in elements.
+  // when both are done. Counts are in elements. With `recvSink` the received payload
+  // goes through it instead of being copied to recvData (ReduceOnArrival below).
   Status exchange(int sendPeer, const void* sendData, size_t sendCount, int recvPeer,
-                  void* recvData, size_t recvCount) const;
+                  void* recvData, size_t recvCount,
+                  const transport::Sink* recvSink = nullptr) const;
+  // Whether a receive from `peer` may reduce as it arrives (its channel takes a Sink).
+  bool reducesOnArrival(int peer) const;
   Status send(int peer, const void* data, size_t count) const {
     return exchange(peer, data, count, -1, nullptr, 0);
   }
@@ -66,6 +70,25 @@ class Context {
   size_t chunkElements_;
   ReduceKernel kernel_;
   const char* label_;
+};
+
+// A receive that reduces as it arrives: each piece p at byte offset o becomes
+// own[o..] op p (own's value first, as Context::reduce) in the receive buffer, read from
+// the transport's buffer with no copy in between. Same bits as receiving and then
+// reducing; only for peers where Context::reducesOnArrival.
+class ReduceOnArrival {
+ public:
+  ReduceOnArrival(const Context& ctx, const std::byte* own);
+  ReduceOnArrival(const ReduceOnArrival&) = delete;
+  ReduceOnArrival& operator=(const ReduceOnArrival&) = delete;
+  const transport::Sink* sink() const { return &sink_; }
+
+ private:
+  static void apply(const void* state, std::byte* destination, const std::byte* piece,
+                    size_t offset, size_t bytes);
+  const Context& ctx_;
+  const std::byte* own_;
+  transport::Sink sink_;
 };
 
 // Element ranges: [begin, end) of part `index` when `count` is cut into `parts` nearly

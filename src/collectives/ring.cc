@@ -55,7 +55,10 @@ Status reduceScatterCore(const Context& ctx, const RingView& ring, const std::by
   const int right = ring.rankAt(r + 1);
   const int left = ring.rankAt(r - 1);
   const size_t chunk = ctx.chunkElements();
-  std::byte* incoming = ctx.scratch(0, chunk);
+  // Over shared memory the partial sum is reduced with ours as it arrives; elsewhere it
+  // is received into `incoming` first. (The destination is never what this step sends.)
+  const bool onArrival = ctx.reducesOnArrival(left);
+  std::byte* incoming = onArrival ? nullptr : ctx.scratch(0, chunk);
   for (size_t offset = 0; offset < blocks.longest; offset += chunk) {
     const std::byte* outgoing = nullptr;
     for (int s = 0; s < n - 1; ++s) {
@@ -64,8 +67,6 @@ Status reduceScatterCore(const Context& ctx, const RingView& ring, const std::by
       const std::byte* sendData =
           s == 0 ? source + ctx.bytes(blocks.at(sendBlock, offset)) : outgoing;
       size_t recvCount = blocks.piece(recvBlock, offset, chunk);
-      CC_TRY(ctx.exchange(right, sendData, blocks.piece(sendBlock, offset, chunk), left, incoming,
-                          recvCount));
       std::byte* dst = nullptr;
       if (s == n - 2) {
         dst = result + ctx.bytes(offset);
@@ -74,7 +75,12 @@ Status reduceScatterCore(const Context& ctx, const RingView& ring, const std::by
       } else {
         dst = ctx.scratch(1 + s % 2, chunk);
       }
-      ctx.reduce(dst, source + ctx.bytes(blocks.at(recvBlock, offset)), incoming, recvCount);
+      const std::byte* own = source + ctx.bytes(blocks.at(recvBlock, offset));
+      ReduceOnArrival reduction(ctx, own);
+      CC_TRY(ctx.exchange(right, sendData, blocks.piece(sendBlock, offset, chunk), left,
+                          onArrival ? dst : incoming, recvCount,
+                          onArrival ? reduction.sink() : nullptr));
+      if (!onArrival) ctx.reduce(dst, own, incoming, recvCount);
       outgoing = dst;
     }
   }
@@ -194,23 +200,31 @@ Status chainReduceAlong(const Context& ctx, int towardRoot, int away, const std:
   const size_t chunks = (count + chunk - 1) / chunk;
   const bool isRoot = towardRoot < 0;
   auto length = [&](size_t t) { return std::min(chunk, count - t * chunk); };
-  std::byte* incoming = ctx.scratch(0, chunk);
+  // Over shared memory what comes from `away` is reduced with ours as it arrives, into
+  // the buffer the next step sends from; elsewhere it is received into `incoming` first.
+  const bool onArrival = away >= 0 && ctx.reducesOnArrival(away);
+  std::byte* incoming = away >= 0 && !onArrival ? ctx.scratch(0, chunk) : nullptr;
   const std::byte* finished = nullptr;  // partial result of chunk t-1, to pass on
   for (size_t t = 0; t <= chunks; ++t) {
     bool receiving = away >= 0 && t < chunks;
     bool sending = !isRoot && t > 0;
+    const std::byte* own = t < chunks ? source + ctx.bytes(t * chunk) : nullptr;
+    std::byte* dst = nullptr;
+    if (t < chunks) {
+      dst =
+          isRoot ? result + ctx.bytes(t * chunk) : ctx.scratch(1 + static_cast<int>(t % 2), chunk);
+    }
+    ReduceOnArrival reduction(ctx, own);
     CC_TRY(ctx.exchange(sending ? towardRoot : -1, finished, sending ? length(t - 1) : 0,
-                        receiving ? away : -1, incoming, receiving ? length(t) : 0));
+                        receiving ? away : -1, onArrival ? dst : incoming,
+                        receiving ? length(t) : 0, onArrival ? reduction.sink() : nullptr));
     if (t == chunks) break;
-    const std::byte* own = source + ctx.bytes(t * chunk);
-    std::byte* dst =
-        isRoot ? result + ctx.bytes(t * chunk) : ctx.scratch(1 + static_cast<int>(t % 2), chunk);
-    if (away >= 0) {
-      ctx.reduce(dst, own, incoming, length(t));
-    } else if (isRoot) {
+    if (away < 0 && isRoot) {
       ctx.copy(dst, own, length(t));  // a chain of one
-    } else {
+    } else if (away < 0) {
       dst = const_cast<std::byte*>(own);  // the far end sends its own data as it is
+    } else if (!onArrival) {
+      ctx.reduce(dst, own, incoming, length(t));
     }
     finished = dst;
   }

@@ -129,6 +129,9 @@ class Communicator {
   // Bytes this rank read from peers' own buffers by address (the direct collectives'
   // single copy, CC_SHM_USE_CMA): how a test or a log tells that path was taken.
   uint64_t& bytesReadByAddress() { return bytesReadByAddress_; }
+  // Bytes the ring and chain reductions reduced straight from a channel's buffer
+  // (collectives/context.h, ReduceOnArrival).
+  uint64_t& bytesReducedOnArrival() { return bytesReducedOnArrival_; }
   // The last collective decision (collectives/collectives.cc): a call with the same
   // shape, count and overrides skips the cost model.
   struct DecisionCache {
@@ -184,6 +187,7 @@ class Communicator {
   bool ringIsIdentity_ = true;
   std::array<TrafficCounter, ccNumTrafficKinds> traffic_;
   uint64_t bytesReadByAddress_ = 0;
+  uint64_t bytesReducedOnArrival_ = 0;
   std::atomic<int> trafficKind_{ccTrafficSendRecv};
   size_t chunkBytesOverride_ = 0;
   FileDescriptor epoll_;

@@ -84,7 +84,11 @@ Status copyToSelf(std::span<PointToPoint> ops, std::span<const uint64_t> sequenc
           "bytes",
           sequences[i], send.bytes, recvSequence, recv->bytes));
     }
-    moveBytes(recv->data, send.data, send.bytes);
+    if (recv->sink != nullptr) {
+      recv->sink->apply(recv->sink->state, recv->data, send.data, 0, send.bytes);
+    } else {
+      moveBytes(recv->data, send.data, send.bytes);
+    }
   }
   size_t sends = 0;
   size_t recvs = 0;
@@ -127,6 +131,14 @@ Status execute(std::span<PointToPoint> ops) {
     if (comm->aborted()) return invalidUsage("communicator was aborted");
     CC_TRY(comm->brokenStatus());
   }
+  for (const PointToPoint& op : ops) {
+    if (op.sink == nullptr || op.isSend || op.peer == op.comm->rank()) continue;
+    transport::Channel* channel = op.comm->channel(op.peer);
+    if (!channel->appliesSinks()) {
+      return invalidUsage(fmt::format("{}: the {} channel from rank {} cannot combine a receive",
+                                      op.label, channel->kind(), op.peer));
+    }
+  }
 
   // A clock read costs tens of nanoseconds under KVM: take it up front only for the
   // trace; the flight recorder gets its start times when the loop first has to wait.
@@ -162,6 +174,7 @@ Status execute(std::span<PointToPoint> ops) {
     Transfer transfer;
     transfer.data = op.data;
     transfer.bytes = op.bytes;
+    transfer.sink = op.isSend ? nullptr : op.sink;
     pending.push_back(Pending{&op, sequences[i], transfer, startNs});
   }
   if (pending.size() > 1) std::stable_sort(pending.begin(), pending.end(), queueOrder);

@@ -21,6 +21,9 @@ struct PointToPoint {
   size_t bytes = 0;
   int peer = -1;
   const char* label = "";  // what the user called: "send", "recv", "barrier", "split"
+  // A receive's payload goes through it instead of a copy (transport.h); only from a
+  // channel whose appliesSinks() is true, or from self.
+  const transport::Sink* sink = nullptr;
 };
 
 // Holds the operation locks of a set of communicators (in address order, so two

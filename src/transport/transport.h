@@ -14,12 +14,25 @@
 
 namespace cc::transport {
 
+// What a receive does with its payload instead of copying it into `data`: the reductions
+// of a ring or a chain combine each arriving piece with their own operand straight from
+// the transport's buffer, one pass where a copy and then a reduction were two.
+// `apply(state, data + offset, piece, offset, bytes)` stands for the copy of a piece;
+// pieces come in order, each once, and start at multiples of 64 bytes (so at whole
+// elements). Only channels whose appliesSinks() is true take one.
+struct Sink {
+  void (*apply)(const void* state, std::byte* destination, const std::byte* piece, size_t offset,
+                size_t bytes) = nullptr;
+  const void* state = nullptr;
+};
+
 // One message in flight on a channel.
 struct Transfer {
   std::byte* data = nullptr;  // source of a send (never written) or destination of a receive
   size_t bytes = 0;
-  size_t progressed = 0;  // payload bytes moved so far
-  bool started = false;   // the transport has begun this message
+  size_t progressed = 0;       // payload bytes moved so far
+  bool started = false;        // the transport has begun this message
+  const Sink* sink = nullptr;  // a receive's payload goes through it (appliesSinks())
 };
 
 enum class Progress { kIdle, kMoved, kDone };
@@ -44,6 +57,8 @@ class Channel {
     return invalidUsage("rank " + std::to_string(peer_) +
                         ": this transport cannot read a peer's memory by address");
   }
+  // Whether receives on this channel take a Sink (Transfer::sink).
+  virtual bool appliesSinks() const { return false; }
   int peer() const { return peer_; }
 
   virtual Result<Progress> progressSend(Transfer& transfer) = 0;

@@ -202,8 +202,17 @@ Status ShmChannel::readByAddress(void* destination, uint64_t address, size_t byt
 
 Result<Progress> ShmChannel::receiveByAddress(Transfer& transfer, uint64_t sourceAddress) {
   size_t piece = std::min(kCmaPieceBytes, transfer.bytes - transfer.progressed);
-  CC_TRY(readByAddress(transfer.data + transfer.progressed, sourceAddress + transfer.progressed,
-                       piece));
+  std::byte* destination = transfer.data + transfer.progressed;
+  if (transfer.sink == nullptr) {
+    CC_TRY(readByAddress(destination, sourceAddress + transfer.progressed, piece));
+  } else {
+    // A sink's piece is read aside first: its destination may be the very operand the
+    // sink combines it with (an in-place ring all-reduce).
+    if (sinkPiece_.size() < piece) sinkPiece_.resize(piece);
+    CC_TRY(readByAddress(sinkPiece_.data(), sourceAddress + transfer.progressed, piece));
+    transfer.sink->apply(transfer.sink->state, destination, sinkPiece_.data(), transfer.progressed,
+                         piece);
+  }
   transfer.progressed += piece;
   transfer.started = true;
   return Progress::kMoved;
@@ -235,10 +244,19 @@ Result<Progress> ShmChannel::progressRecv(Transfer& transfer) {
         return remoteError("shm ring from rank " + std::to_string(peer()) +
                            " is corrupt (offset or length)");
       }
+      if (transfer.sink != nullptr && offset % 64 != 0) {
+        return remoteError("shm ring from rank " + std::to_string(peer()) +
+                           " is corrupt (a piece at an odd offset)");
+      }
       const std::byte* source = payloadBytes <= kInlineBytes
                                     ? slot.inlineData
                                     : reinterpret_cast<std::byte*>(&slot) + sizeof(SlotHeader);
-      copyBytes(transfer.data + transfer.progressed, source, payloadBytes);
+      std::byte* destination = transfer.data + transfer.progressed;
+      if (transfer.sink != nullptr) {
+        transfer.sink->apply(transfer.sink->state, destination, source, offset, payloadBytes);
+      } else {
+        copyBytes(destination, source, payloadBytes);
+      }
       transfer.progressed += payloadBytes;
       transfer.started = true;
     } else if (mode == kByAddress) {

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "core/socket.h"
 #include "transport/shm/doorbell.h"
@@ -73,6 +74,7 @@ class ShmChannel final : public Channel {
 
   bool isSharedMemory() const override { return true; }
   bool peerReadsByAddress() const override { return peerReadsFromMe_; }
+  bool appliesSinks() const override { return true; }
   // process_vm_readv with the pid the probe used (SO_PEERCRED: this process's pid
   // namespace); the large point-to-point messages by address read through it too.
   Status readByAddress(void* destination, uint64_t address, size_t bytes) override;
@@ -98,7 +100,8 @@ class ShmChannel final : public Channel {
   uint32_t sendHead_ = 0;    // chunks this side has published
   uint32_t cachedTail_ = 0;  // the peer's tail as last read (re-read only when the ring looks full)
   uint32_t recvTail_ = 0;    // chunks this side has consumed
-  uint32_t awaitedTail_ = 0;  // a send by address is done when the peer's tail reaches this
+  uint32_t awaitedTail_ = 0;          // a send by address is done when the peer's tail reaches this
+  std::vector<std::byte> sinkPiece_;  // a piece read by address for a Sink (receiveByAddress)
 };
 
 // Whether this process can read `address` in process `pid` with process_vm_readv and
