@@ -46,22 +46,25 @@ constexpr size_t kOneShotBytes = 64 << 10;
 //   sliced there, at 64 KiB 101-109 against 54-73), np=8 4 KiB (one-shot was faster at
 //   2 KiB, 49 against 61 us; at 8 KiB the two sweeps disagreed, 96 against 70 and 87
 //   against 90; at 16 KiB sliced took 80-96 against 133-157).
-// - With at least kCrowdedRanksPerCpu ranks a CPU, a reduce goes one-shot only to
-//   kCrowdedReduceOneShotBytes (np=8 at 64 KiB sliced took 98-155 us against 154-202) and
-//   takes the ring from kCrowdedRingReduceBytes to kCrowdedRingReduceEndBytes: each ring
-//   rank waits for one neighbour, each direct rank for every other rank twice a round
-//   (np=8 at 256 KiB 260-413 us against 372-519, at 1 MiB 948-1670 against 1401-1923;
-//   np=6 at 1 MiB 602 against 1198). The ring was ahead at np=8 beyond 4 MiB too (4 MiB
-//   4251-5909 against 5849-6330, 16 MiB 19753 against 21460 in one sweep); the window
-//   ends there because direct reads registered buffers in place, which the ring cannot
-//   (np=4 at 16 MiB 4540 against 7169-9406; not measured at np=8). At np=4 (2 a CPU) the
-//   ring was bimodal, 0.3-0.6x or 1.2-1.7x Open MPI from run to run (why was not looked
-//   into), and the reduce keeps the model's choice.
+// - With at least kCrowdedRanksPerCpu ranks a CPU, a one-shot reduce goes only to
+//   kCrowdedReduceOneShotBytes (np=8 at 64 KiB sliced took 98-155 us against 154-202).
+// - With more ranks than CPUs, a reduce of kOversubscribedRingReduceBytes or more takes the
+//   ring (chain) toward the root: each ring rank waits for one neighbour and reduces what
+//   arrives straight from the slot (ReduceOnArrival), where each direct rank waits for
+//   every other rank twice a round. Six runs alternating the two in ABBA order, cc's time
+//   per call, median ratio ring / direct (2026-12-07, docs/PERFORMANCE.md "Reducing on
+//   arrival"): np=4 0.40-0.72 from 16 KiB to 4 MiB and 0.82-0.89 at 16 MiB, np=8 0.42 at
+//   16 KiB, 0.70-0.86 at 4 and 16 MiB; 4 KiB was a draw, and below it direct was ahead
+//   (np=8 at 64 B-1 KiB 1.3-1.6). At one rank a CPU (np=2) direct stays ahead (ring
+//   1.1-4.4x its time up to 1 MiB). On registered buffers direct reads the inputs in
+//   place and the ring cannot: there the ring took 1.1-1.6x direct's time at np=4 and at
+//   np=8 from 4 MiB. Every rank must choose alike, and whether a peer registered is not
+//   known when choosing, so the staged case, the common one, decides; CC_ALGO=direct
+//   keeps direct.
 constexpr size_t kOversubscribedAllReduceBytes = 128 << 10;
 constexpr int kCrowdedRanksPerCpu = 3;
 constexpr size_t kCrowdedReduceOneShotBytes = 16 << 10;
-constexpr size_t kCrowdedRingReduceBytes = 256 << 10;
-constexpr size_t kCrowdedRingReduceEndBytes = 4 << 20;
+constexpr size_t kOversubscribedRingReduceBytes = 16 << 10;
 
 // Ranks per CPU of this rank's host, the CPUs as the plan lists them: every rank reads the
 // same figure (its own process could see another, in another cgroup), so they all choose
@@ -267,11 +270,13 @@ bool directOneShot(const comm::Communicator& comm, const CollectiveArgs& args, d
          cost(Algorithm::kDirect, args.kind, n, bytes, link, blockBytes, false);
 }
 
-// Whether a reduce leaves direct to the ring (kCrowdedRingReduceBytes above).
-bool crowdedReduceTakesRing(const comm::Communicator& comm, const CollectiveArgs& args,
-                            double bytes) {
-  return args.kind == CollectiveKind::kReduce && bytes >= kCrowdedRingReduceBytes &&
-         bytes < kCrowdedRingReduceEndBytes && ranksPerCpu(comm) >= kCrowdedRanksPerCpu;
+// Whether a reduce takes the ring whatever the model says (kOversubscribedRingReduceBytes
+// above). Only where every rank shares one host: ranksPerCpu is that host's, and ranks on
+// hosts with other counts would choose differently.
+bool oversubscribedReduceTakesRing(const comm::Communicator& comm, const CollectiveArgs& args,
+                                   double bytes) {
+  return args.kind == CollectiveKind::kReduce && bytes >= kOversubscribedRingReduceBytes &&
+         directAvailable(comm) && ranksPerCpu(comm) > 1;
 }
 
 }  // namespace
@@ -309,9 +314,10 @@ Choice choose(const comm::Communicator& comm, const CollectiveArgs& args, Algori
       chunk = std::min(chunk, directStagingHalfBytes(comm));
       oneShot = directOneShot(comm, args, bytes, flat, std::max<size_t>(chunk, 1));
     }
-    if (forced == Algorithm::kAuto && algorithm == Algorithm::kDirect &&
-        crowdedReduceTakesRing(comm, args, bytes)) {
-      if (explain) considered += " direct=not with 3 ranks a CPU";
+    if (forced == Algorithm::kAuto && algorithm != Algorithm::kRing &&
+        oversubscribedReduceTakesRing(comm, args, bytes)) {
+      if (explain)
+        considered += fmt::format(" {}=not with more ranks than CPUs", algorithmName(algorithm));
       continue;
     }
     double predicted =

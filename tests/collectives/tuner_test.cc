@@ -125,37 +125,48 @@ TEST(Tuner, WithCpusToSpareOneShotReachesItsLimitAndReduceStaysDirect) {
   });
 }
 
+// A reduce on a host with more ranks than CPUs takes the ring from 16 KiB, at every size
+// above, unless CC_ALGO says direct; below, direct's one-shot.
+void expectRingReducesFrom16KiB(const comm::Communicator& comm) {
+  EXPECT_TRUE(directOneShot(chooseFor(comm, {CollectiveKind::kReduce, 8 << 10})));
+  for (size_t bytes = size_t{16} << 10; bytes <= (size_t{16} << 20); bytes *= 4) {
+    EXPECT_EQ(chooseFor(comm, {CollectiveKind::kReduce, bytes}).algorithm, Algorithm::kRing)
+        << bytes;
+    EXPECT_EQ(chooseFor(comm, {CollectiveKind::kReduce, bytes}, Algorithm::kDirect).algorithm,
+              Algorithm::kDirect)
+        << bytes;
+  }
+}
+
+// Two ranks on two CPUs: not more ranks than CPUs, so the reduce stays direct.
+TEST(Tuner, TwoRanksOnTwoCpusKeepTheDirectReduce) {
+  onHostOf(2, 2, [](const comm::Communicator& comm) {
+    for (size_t bytes = size_t{16} << 10; bytes <= (size_t{16} << 20); bytes *= 4) {
+      EXPECT_EQ(chooseFor(comm, {CollectiveKind::kReduce, bytes}).algorithm, Algorithm::kDirect)
+          << bytes;
+    }
+  });
+}
+
 // Four ranks on two CPUs: a one-shot all-reduce only up to 128 KiB x 2 / 4^2 = 16 KiB;
-// two ranks a CPU leave the reduce as the model has it.
+// the reduce takes the ring from 16 KiB.
 TEST(Tuner, FourRanksOnTwoCpusSliceTheAllReduceFrom16KiB) {
   onHostOf(2, 4, [](const comm::Communicator& comm) {
     EXPECT_TRUE(directOneShot(chooseFor(comm, {CollectiveKind::kAllReduce, 16 << 10})));
     EXPECT_TRUE(directSliced(chooseFor(comm, {CollectiveKind::kAllReduce, 32 << 10})));
     EXPECT_TRUE(directSliced(chooseFor(comm, {CollectiveKind::kAllReduce, 64 << 10})));
-    EXPECT_TRUE(directOneShot(chooseFor(comm, {CollectiveKind::kReduce, 64 << 10})));
-    EXPECT_EQ(chooseFor(comm, {CollectiveKind::kReduce, 1 << 20}).algorithm, Algorithm::kDirect);
+    expectRingReducesFrom16KiB(comm);
   });
 }
 
-// Eight ranks on two CPUs (four a CPU): all-reduce one-shot only to 4 KiB; reduce
-// one-shot to 16 KiB, sliced above, the ring from 256 KiB up to (not at) 4 MiB unless
-// CC_ALGO says direct.
-TEST(Tuner, EightRanksOnTwoCpusTakeTheRingForMidSizedReduces) {
+// Eight ranks on two CPUs (four a CPU): all-reduce one-shot only to 4 KiB; the reduce
+// takes the ring from 16 KiB.
+TEST(Tuner, EightRanksOnTwoCpusTakeTheRingForReduces) {
   onHostOf(2, 8, [](const comm::Communicator& comm) {
     EXPECT_TRUE(directOneShot(chooseFor(comm, {CollectiveKind::kAllReduce, 4 << 10})));
     EXPECT_TRUE(directSliced(chooseFor(comm, {CollectiveKind::kAllReduce, 8 << 10})));
-    EXPECT_TRUE(directOneShot(chooseFor(comm, {CollectiveKind::kReduce, 16 << 10})));
-    EXPECT_TRUE(directSliced(chooseFor(comm, {CollectiveKind::kReduce, 32 << 10})));
-    EXPECT_TRUE(directSliced(chooseFor(comm, {CollectiveKind::kReduce, 128 << 10})));
-    for (size_t bytes : {size_t{256} << 10, size_t{1} << 20, (size_t{4} << 20) - 1024}) {
-      EXPECT_EQ(chooseFor(comm, {CollectiveKind::kReduce, bytes}).algorithm, Algorithm::kRing)
-          << bytes;
-      EXPECT_EQ(chooseFor(comm, {CollectiveKind::kReduce, bytes}, Algorithm::kDirect).algorithm,
-                Algorithm::kDirect)
-          << bytes;
-    }
-    EXPECT_EQ(chooseFor(comm, {CollectiveKind::kReduce, 4 << 20}).algorithm, Algorithm::kDirect);
-    // The all-reduce keeps direct: only the reduce's window moved.
+    expectRingReducesFrom16KiB(comm);
+    // The all-reduce keeps direct: only the reduce moved.
     EXPECT_EQ(chooseFor(comm, {CollectiveKind::kAllReduce, 1 << 20}).algorithm, Algorithm::kDirect);
   });
 }
