@@ -73,9 +73,10 @@ class Context {
 };
 
 // A receive that reduces as it arrives: each piece p at byte offset o becomes
-// own[o..] op p (own's value first, as Context::reduce) in the receive buffer, read from
-// the transport's buffer with no copy in between. Same bits as receiving and then
-// reducing; only for peers where Context::reducesOnArrival.
+// own[o..] op p (own's value first, as Context::reduce) in the receive buffer, read
+// straight from the shm slot (a piece that comes by address is read aside first: the
+// destination may be `own` itself). Same bits as receiving and then reducing; only for
+// peers where Context::reducesOnArrival.
 class ReduceOnArrival {
  public:
   ReduceOnArrival(const Context& ctx, const std::byte* own);

@@ -201,7 +201,8 @@ Status chainReduceAlong(const Context& ctx, int towardRoot, int away, const std:
   const bool isRoot = towardRoot < 0;
   auto length = [&](size_t t) { return std::min(chunk, count - t * chunk); };
   // Over shared memory what comes from `away` is reduced with ours as it arrives, into
-  // the buffer the next step sends from; elsewhere it is received into `incoming` first.
+  // the buffer the next step sends from (the root: into the result); elsewhere it is
+  // received into `incoming` first.
   const bool onArrival = away >= 0 && ctx.reducesOnArrival(away);
   std::byte* incoming = away >= 0 && !onArrival ? ctx.scratch(0, chunk) : nullptr;
   const std::byte* finished = nullptr;  // partial result of chunk t-1, to pass on

@@ -48,30 +48,36 @@ constexpr size_t kOneShotBytes = 64 << 10;
 //   against 90; at 16 KiB sliced took 80-96 against 133-157).
 // - With at least kCrowdedRanksPerCpu ranks a CPU, a one-shot reduce goes only to
 //   kCrowdedReduceOneShotBytes (np=8 at 64 KiB sliced took 98-155 us against 154-202).
+//   Since the reduce takes the ring from that size (below), this limit decides only under
+//   CC_ALGO=direct.
 // - With more ranks than CPUs, a reduce of kOversubscribedRingReduceBytes or more takes the
 //   ring (chain) toward the root: each ring rank waits for one neighbour and reduces what
 //   arrives straight from the slot (ReduceOnArrival), where each direct rank waits for
 //   every other rank twice a round. Six runs alternating the two in ABBA order, cc's time
-//   per call, median ratio ring / direct (2026-12-07, docs/PERFORMANCE.md "Reducing on
-//   arrival"): np=4 0.40-0.72 from 16 KiB to 4 MiB and 0.82-0.89 at 16 MiB, np=8 0.42 at
-//   16 KiB, 0.70-0.86 at 4 and 16 MiB; 4 KiB was a draw, and below it direct was ahead
-//   (np=8 at 64 B-1 KiB 1.3-1.6). At one rank a CPU (np=2) direct stays ahead (ring
-//   1.1-4.4x its time up to 1 MiB). On registered buffers direct reads the inputs in
-//   place and the ring cannot: there the ring took 1.1-1.6x direct's time at np=4 and at
-//   np=8 from 4 MiB. Every rank must choose alike, and whether a peer registered is not
-//   known when choosing, so the staged case, the common one, decides; CC_ALGO=direct
-//   keeps direct.
+//   per call, median ratio ring / direct against each of two direct runs (2026-12-07,
+//   docs/PERFORMANCE.md "Reducing on arrival"): np=4 0.40-0.78 from 16 KiB to 4 MiB and
+//   0.82-0.89 at 16 MiB; np=8 0.36-0.42 at 16 KiB, 0.58-1.01 at 64 KiB, 0.61-0.86 at 4 and
+//   16 MiB (from 256 KiB to 1 MiB it had the ring already). 4 KiB was a draw, and below it
+//   direct was ahead (np=8 at 64 B-1 KiB 1.3-1.6). At one rank a CPU (np=2) direct stays
+//   ahead (the ring took 1.1-4.4x its time up to 1 MiB). On registered buffers direct
+//   reads the inputs in place and the ring cannot: there the ring took 1.09-1.60x direct's
+//   time at np=4 from 256 KiB (0.74 in place at 4 MiB) and 1.04-1.30x at np=8 from 4 MiB.
+//   Every rank must choose alike, and whether a peer registered is not known when
+//   choosing, so the staged case, the common one, decides; CC_ALGO=direct keeps direct.
 constexpr size_t kOversubscribedAllReduceBytes = 128 << 10;
 constexpr int kCrowdedRanksPerCpu = 3;
 constexpr size_t kCrowdedReduceOneShotBytes = 16 << 10;
 constexpr size_t kOversubscribedRingReduceBytes = 16 << 10;
 
-// Ranks per CPU of this rank's host, the CPUs as the plan lists them: every rank reads the
-// same figure (its own process could see another, in another cgroup), so they all choose
-// alike. 0 when the description lists no CPUs. (For the direct algorithms, which run only
-// where every rank shares one host.)
+// Ranks per CPU of the one host that holds every rank, the CPUs as the plan lists them:
+// every rank reads the same figure (its own process could see another, in another
+// cgroup), so they all choose alike. 0 when the description lists no CPUs, and when the
+// plan spreads the ranks over several hosts: ranks on one machine can still share memory
+// under a CC_TOPO_FILE of several hosts, and hosts of different sizes would give their
+// ranks different figures.
 double ranksPerCpu(const comm::Communicator& comm) {
   const topology::Plan& plan = comm.plan();
+  if (plan.hostCount != 1) return 0;
   const int cpus =
       plan.cpusOfHost[static_cast<size_t>(plan.places[static_cast<size_t>(comm.rank())].host)];
   return cpus > 0 ? static_cast<double>(comm.size()) / cpus : 0;
@@ -271,8 +277,8 @@ bool directOneShot(const comm::Communicator& comm, const CollectiveArgs& args, d
 }
 
 // Whether a reduce takes the ring whatever the model says (kOversubscribedRingReduceBytes
-// above). Only where every rank shares one host: ranksPerCpu is that host's, and ranks on
-// hosts with other counts would choose differently.
+// above). Only where every rank shares one host (the direct algorithms run, and the plan
+// has one host: ranksPerCpu), so that every rank decides alike.
 bool oversubscribedReduceTakesRing(const comm::Communicator& comm, const CollectiveArgs& args,
                                    double bytes) {
   return args.kind == CollectiveKind::kReduce && bytes >= kOversubscribedRingReduceBytes &&

@@ -129,8 +129,8 @@ class Communicator {
   // Bytes this rank read from peers' own buffers by address (the direct collectives'
   // single copy, CC_SHM_USE_CMA): how a test or a log tells that path was taken.
   uint64_t& bytesReadByAddress() { return bytesReadByAddress_; }
-  // Bytes the ring and chain reductions reduced straight from a channel's buffer
-  // (collectives/context.h, ReduceOnArrival).
+  // Bytes the ring and chain reductions reduced as they arrived, from a channel's slot or
+  // a piece read by address (collectives/context.h, ReduceOnArrival).
   uint64_t& bytesReducedOnArrival() { return bytesReducedOnArrival_; }
   // The last collective decision (collectives/collectives.cc): a call with the same
   // shape, count and overrides skips the cost model.

@@ -173,15 +173,6 @@ INSTANTIATE_TEST_SUITE_P(Ranks, Registered, ::testing::Values(2, 3, 4),
 // only the fallback.
 class SingleCopy : public ::testing::TestWithParam<int> {};
 
-bool yamaAllowsSiblings() {
-  std::FILE* file = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
-  if (file == nullptr) return true;  // no Yama: same-uid processes may read each other
-  int scope = 1;
-  if (std::fscanf(file, "%d", &scope) != 1) scope = 1;
-  std::fclose(file);
-  return scope == 0;
-}
-
 // What `kind` leaves on `rank` when every rank r's send and receive buffers held
 // fillInput(r) over n blocks of `count` (resultOf's layout).
 std::vector<std::byte> expectedOf(const std::string& kind, bool inPlace, size_t count, int rank,

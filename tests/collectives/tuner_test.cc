@@ -57,10 +57,10 @@ collectives::Choice chooseFor(const comm::Communicator& comm, Asked asked,
   return collectives::choose(comm, args, forced, 0);
 }
 
-// Runs `expect` on every rank of an `nranks` communicator made on a host of `cpus` CPUs,
+// Runs `expect` on every rank of an `nranks` communicator planned on topology `file`,
 // after checking that every rank chooses the same for every collective and size.
-void onHostOf(int cpus, int nranks, const std::function<void(const comm::Communicator&)>& expect) {
-  const std::string file = hostWithCpus(cpus);
+void onTopology(const std::string& file, int nranks,
+                const std::function<void(const comm::Communicator&)>& expect) {
   ASSERT_FALSE(file.empty());
   MultiRankOptions options;
   options.env["CC_TOPO_FILE"] = file;
@@ -70,7 +70,6 @@ void onHostOf(int cpus, int nranks, const std::function<void(const comm::Communi
         ccComm_t handle = context.initComm();
         auto comm = comm::communicatorOf(handle);
         ASSERT_NE(comm, nullptr);
-        ASSERT_EQ(comm->plan().cpusOfHost, std::vector<int>{cpus});
         // Every rank's choices, as integers, gathered and compared with rank 0's.
         std::vector<int32_t> mine;
         for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kReduce,
@@ -102,6 +101,14 @@ void onHostOf(int cpus, int nranks, const std::function<void(const comm::Communi
         EXPECT_EQ(ccCommDestroy(handle), ccSuccess);
       },
       options);
+}
+
+// The same on a host of `cpus` CPUs (laptop.json's, resized).
+void onHostOf(int cpus, int nranks, const std::function<void(const comm::Communicator&)>& expect) {
+  onTopology(hostWithCpus(cpus), nranks, [&](const comm::Communicator& comm) {
+    ASSERT_EQ(comm.plan().cpusOfHost, std::vector<int>{cpus});
+    expect(comm);
+  });
 }
 
 bool directOneShot(const collectives::Choice& choice) {
@@ -168,6 +175,27 @@ TEST(Tuner, EightRanksOnTwoCpusTakeTheRingForReduces) {
     expectRingReducesFrom16KiB(comm);
     // The all-reduce keeps direct: only the reduce moved.
     EXPECT_EQ(chooseFor(comm, {CollectiveKind::kAllReduce, 1 << 20}).algorithm, Algorithm::kDirect);
+  });
+}
+
+// Ranks on one machine (they share memory, so direct runs) planned by a file of two
+// hosts of 16 and 2 CPUs: three ranks on the first, one on the second, which alone has
+// more ranks than CPUs. The CPU rules must not split them (onTopology checks that all
+// choose alike): a plan of several hosts counts no ranks per CPU.
+TEST(Tuner, HostsOfDifferentSizesInOnePlanChooseAlike) {
+  std::ifstream in(CC_TOPOLOGY_FILES "/two_hosts_uneven.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string json = text.str();
+  const std::string small = "\"cpus\": \"0-7\"";  // the second host's only NUMA node
+  const size_t at = json.rfind(small);
+  ASSERT_NE(at, std::string::npos) << "two_hosts_uneven.json no longer lists \"0-7\"";
+  json.replace(at, small.size(), "\"cpus\": \"0-1\"");
+  const std::string file = ::testing::TempDir() + "cc_tuner_uneven_hosts.json";
+  std::ofstream(file) << json;
+  onTopology(file, 4, [](const comm::Communicator& comm) {
+    ASSERT_EQ(comm.plan().hostCount, 2);
+    EXPECT_EQ(comm.plan().cpusOfHost, (std::vector<int>{16, 2}));
   });
 }
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 #include <vector>
@@ -72,6 +73,15 @@ MultiRankOptions transportOptions(const std::string& transport) {
     options.env["CC_TRANSPORT"] = transport;
   }
   return options;
+}
+
+bool yamaAllowsSiblings() {
+  std::FILE* file = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+  if (file == nullptr) return true;  // no Yama: same-uid processes may read each other
+  int scope = 1;
+  if (std::fscanf(file, "%d", &scope) != 1) scope = 1;
+  std::fclose(file);
+  return scope == 0;
 }
 
 void runRanks(int nranks, const std::function<void(RankContext&)>& body,

@@ -35,6 +35,10 @@ struct MultiRankOptions {
 // every message of 4 KiB or more).
 MultiRankOptions transportOptions(const std::string& transport);
 
+// Whether Yama lets sibling processes read each other's memory (process_vm_readv, the
+// single copy's probe): no Yama, or ptrace_scope 0.
+bool yamaAllowsSiblings();
+
 // Runs `body` in `nranks` forked processes and reports their outcome as test failures.
 void runRanks(int nranks, const std::function<void(RankContext&)>& body,
               const MultiRankOptions& options = {});

@@ -208,9 +208,12 @@ Result<Progress> ShmChannel::receiveByAddress(Transfer& transfer, uint64_t sourc
   } else {
     // A sink's piece is read aside first: its destination may be the very operand the
     // sink combines it with (an in-place ring all-reduce).
-    if (sinkPiece_.size() < piece) sinkPiece_.resize(piece);
-    CC_TRY(readByAddress(sinkPiece_.data(), sourceAddress + transfer.progressed, piece));
-    transfer.sink->apply(transfer.sink->state, destination, sinkPiece_.data(), transfer.progressed,
+    if (sinkPieceBytes_ < piece) {
+      sinkPiece_ = std::make_unique_for_overwrite<std::byte[]>(piece);
+      sinkPieceBytes_ = piece;
+    }
+    CC_TRY(readByAddress(sinkPiece_.get(), sourceAddress + transfer.progressed, piece));
+    transfer.sink->apply(transfer.sink->state, destination, sinkPiece_.get(), transfer.progressed,
                          piece);
   }
   transfer.progressed += piece;

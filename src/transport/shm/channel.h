@@ -15,7 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
-#include <vector>
+#include <memory>
 
 #include "core/socket.h"
 #include "transport/shm/doorbell.h"
@@ -100,8 +100,10 @@ class ShmChannel final : public Channel {
   uint32_t sendHead_ = 0;    // chunks this side has published
   uint32_t cachedTail_ = 0;  // the peer's tail as last read (re-read only when the ring looks full)
   uint32_t recvTail_ = 0;    // chunks this side has consumed
-  uint32_t awaitedTail_ = 0;          // a send by address is done when the peer's tail reaches this
-  std::vector<std::byte> sinkPiece_;  // a piece read by address for a Sink (receiveByAddress)
+  uint32_t awaitedTail_ = 0;  // a send by address is done when the peer's tail reaches this
+  // A piece read by address for a Sink (receiveByAddress), kept for the next one.
+  std::unique_ptr<std::byte[]> sinkPiece_;
+  size_t sinkPieceBytes_ = 0;
 };
 
 // Whether this process can read `address` in process `pid` with process_vm_readv and
