@@ -58,8 +58,8 @@ constexpr size_t kOneShotBytes = 64 << 10;
 //   docs/PERFORMANCE.md "Reducing on arrival"): np=4 0.40-0.78 from 16 KiB to 4 MiB and
 //   0.82-0.89 at 16 MiB; np=8 0.36-0.42 at 16 KiB, 0.58-1.01 at 64 KiB, 0.61-0.86 at 4 and
 //   16 MiB (from 256 KiB to 1 MiB it had the ring already). 4 KiB was a draw, and below it
-//   direct was ahead (np=8 at 64 B-1 KiB 1.3-1.6). At one rank a CPU (np=2) direct stays
-//   ahead (the ring took 1.1-4.4x its time up to 1 MiB). On registered buffers direct
+//   direct was ahead (np=8 in place at 64 B-1 KiB 1.43-1.58). At one rank a CPU (np=2) direct stays
+//   ahead (the ring took 1.06-4.4x its time up to 1 MiB). On registered buffers direct
 //   reads the inputs in place and the ring cannot: there the ring took 1.09-1.60x direct's
 //   time at np=4 from 256 KiB (0.74 in place at 4 MiB) and 1.04-1.30x at np=8 from 4 MiB.
 //   Every rank must choose alike, and whether a peer registered is not known when

@@ -84,11 +84,7 @@ Status copyToSelf(std::span<PointToPoint> ops, std::span<const uint64_t> sequenc
           "bytes",
           sequences[i], send.bytes, recvSequence, recv->bytes));
     }
-    if (recv->sink != nullptr) {
-      recv->sink->apply(recv->sink->state, recv->data, send.data, 0, send.bytes);
-    } else {
-      moveBytes(recv->data, send.data, send.bytes);
-    }
+    moveBytes(recv->data, send.data, send.bytes);
   }
   size_t sends = 0;
   size_t recvs = 0;
@@ -132,11 +128,12 @@ Status execute(std::span<PointToPoint> ops) {
     CC_TRY(comm->brokenStatus());
   }
   for (const PointToPoint& op : ops) {
-    if (op.sink == nullptr || op.isSend || op.peer == op.comm->rank()) continue;
-    transport::Channel* channel = op.comm->channel(op.peer);
-    if (!channel->appliesSinks()) {
-      return invalidUsage(fmt::format("{}: the {} channel from rank {} cannot combine a receive",
-                                      op.label, channel->kind(), op.peer));
+    if (op.sink == nullptr) continue;
+    const bool fromPeer = !op.isSend && op.peer != op.comm->rank();
+    if (!fromPeer || !op.comm->channel(op.peer)->appliesSinks()) {
+      return invalidUsage(fmt::format(
+          "{} with rank {}: only a receive from a peer over shm can combine what arrives", op.label,
+          op.peer));
     }
   }
 
@@ -174,7 +171,7 @@ Status execute(std::span<PointToPoint> ops) {
     Transfer transfer;
     transfer.data = op.data;
     transfer.bytes = op.bytes;
-    transfer.sink = op.isSend ? nullptr : op.sink;
+    transfer.sink = op.sink;
     pending.push_back(Pending{&op, sequences[i], transfer, startNs});
   }
   if (pending.size() > 1) std::stable_sort(pending.begin(), pending.end(), queueOrder);

@@ -21,8 +21,8 @@ struct PointToPoint {
   size_t bytes = 0;
   int peer = -1;
   const char* label = "";  // what the user called: "send", "recv", "barrier", "split"
-  // A receive's payload goes through it instead of a copy (transport.h); only from a
-  // channel whose appliesSinks() is true, or from self.
+  // A receive's payload goes through it instead of a copy (transport.h); only on a
+  // receive from a peer whose channel's appliesSinks() is true (else ccInvalidUsage).
   const transport::Sink* sink = nullptr;
 };
 

@@ -14,12 +14,15 @@
 // reduce at least that many bytes on arrival, and the tcp ranks none.
 #include <cc/cc.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "collectives/collective.h"
 #include "collectives/reduce_kernels.h"
+#include "comm/executor.h"
 #include "comm/handles.h"
 #include "reference.h"
 #include "support/multi_rank.h"
@@ -158,6 +161,39 @@ TEST_P(ReduceOnArrival, GivesTheBitsOfReceivingThenReducing) {
         CC_ASSERT_OK(ccCommDestroy(shm));
       },
       options);
+}
+
+// A sink where no transport can honour it (a receive over tcp, a send, a receive from
+// self) is refused before anything moves, on every rank, naming the operation; a
+// transport that ignored it would leave unreduced bytes.
+TEST(ReduceOnArrivalRefusals, OnlyAReceiveFromAPeerOverShmTakesASink) {
+  runRanks(
+      2,
+      [&](RankContext& context) {
+        ccComm_t handle = context.initComm();
+        auto comm = comm::communicatorOf(handle);
+        const int me = context.rank;
+        const int peer = 1 - me;
+        std::vector<std::byte> data(64);
+        transport::Sink sink{[](const void*, std::byte*, const std::byte*, size_t, size_t) {},
+                             nullptr};
+        auto run = [&](bool isSend, int to) {
+          comm::PointToPoint op{comm.get(), isSend, data.data(), data.size(), to, "probe", &sink};
+          comm::OperationLocks locks({comm.get()});
+          return comm::execute(std::span(&op, 1));
+        };
+        for (const auto& [isSend, to] :
+             {std::pair{false, peer}, std::pair{true, peer}, std::pair{false, me}}) {
+          Status status = run(isSend, to);
+          EXPECT_EQ(status.code(), ccInvalidUsage) << isSend << " " << to;
+          EXPECT_NE(status.message().find("probe with rank"), std::string::npos)
+              << status.message();
+        }
+        // Nothing moved: the communicator still works.
+        CC_ASSERT_OK(ccAllReduce(data.data(), data.data(), 16, ccFloat32, ccSum, handle, nullptr));
+        CC_ASSERT_OK(ccCommDestroy(handle));
+      },
+      transportOptions("tcp"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ReduceOnArrival,
