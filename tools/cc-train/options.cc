@@ -69,7 +69,7 @@ state:     --load CKPT --save CKPT --save-every K
 eval:      --eval FILE.bin (with --load and no --steps: print eval_loss and exit)
            --eval-every K
 output:    --log FILE.csv --plot FILE.svg --print-every K (10)
-machine:   --threads N (1, OpenBLAS threads) --recompute (keep only each block's input in
+machine:   --threads N (1, compute threads) --recompute (keep only each block's input in
            forward, rebuild the block in backward: less activation memory, ~1/3 more compute)
 parallel:  --dp N (1) --tp N (1; heads and the padded vocab divisible by it) --pp N (1; the
            layers divisible by it, or --pp-layers 3,5: blocks per stage); run under mpirun

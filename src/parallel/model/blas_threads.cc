@@ -2,10 +2,118 @@
 
 #include <cblas.h>
 
-namespace cc::parallel {
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
 
-void setBlasThreads(int threads) { openblas_set_num_threads(threads); }
-int blasThreads() { return openblas_get_num_threads(); }
+namespace cc::parallel {
+namespace {
+
+// Threads that sleep until a job comes; a job's caller sleeps until its last part is done.
+// Sleeping (not spinning) is the point: see the header. Every thread, the caller too, claims
+// the next unclaimed part until none is left, so a worker that gets no core for a while
+// does not hold the job back: the caller runs its part.
+class ComputePool {
+ public:
+  explicit ComputePool(int workers) {
+    for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { serve(); });
+  }
+  ~ComputePool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& thread : threads_) thread.join();
+  }
+
+  // False when another caller holds the pool.
+  bool tryRun(int parts, const std::function<void(int)>& part) {
+    std::unique_lock<std::mutex> busy(caller_, std::try_to_lock);
+    if (!busy.owns_lock()) return false;
+    std::unique_lock<std::mutex> lock(mutex_);
+    job_ = &part;
+    parts_ = parts;
+    next_ = 0;
+    unfinished_ = parts;
+    ++generation_;
+    lock.unlock();
+    wake_.notify_all();
+    lock.lock();
+    runClaimed(lock);
+    done_.wait(lock, [&] { return unfinished_ == 0; });
+    job_ = nullptr;
+    return true;
+  }
+
+ private:
+  // Runs parts until none is left to claim; `lock` holds mutex_ on entry and on return.
+  void runClaimed(std::unique_lock<std::mutex>& lock) {
+    while (job_ != nullptr && next_ < parts_) {
+      const int index = next_++;
+      const std::function<void(int)>* job = job_;
+      lock.unlock();
+      (*job)(index);
+      lock.lock();
+      if (--unfinished_ == 0) done_.notify_one();
+    }
+  }
+
+  void serve() {
+    unsigned long long seen = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) return;
+      seen = generation_;
+      runClaimed(lock);
+    }
+  }
+
+  std::mutex caller_;  // one job at a time
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  const std::function<void(int)>* job_ = nullptr;
+  int parts_ = 0, next_ = 0, unfinished_ = 0;
+  unsigned long long generation_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+std::mutex poolMutex;
+std::shared_ptr<ComputePool> pool;  // null at one thread
+std::atomic<int> threadCount{1};
+
+}  // namespace
+
+void setBlasThreads(int threads) {
+  if (threads < 1) threads = 1;
+  openblas_set_num_threads(1);
+  std::shared_ptr<ComputePool> old;
+  {
+    std::lock_guard<std::mutex> lock(poolMutex);
+    old = std::move(pool);
+    if (threads > 1) pool = std::make_shared<ComputePool>(threads - 1);
+    threadCount = threads;
+  }
+}
+
+int blasThreads() { return threadCount; }
 const char* blasDescription() { return openblas_get_config(); }
+
+void runParts(int parts, const std::function<void(int)>& part) {
+  std::shared_ptr<ComputePool> current;
+  {
+    std::lock_guard<std::mutex> lock(poolMutex);
+    current = pool;
+  }
+  if (parts > 1 && current && current->tryRun(parts, part)) {
+    return;
+  }
+  for (int i = 0; i < parts; ++i) part(i);
+}
 
 }  // namespace cc::parallel
