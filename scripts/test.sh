@@ -38,7 +38,7 @@ run_preset() {  # run_preset PRESET TARGET CTEST_ARGS...
 run_preset release all
 if [ "$quick" -eq 0 ]; then
   run_preset asan all -L "multirank|kernels|model"
-  run_preset tsan cc_multirank_tests -L multirank
+  run_preset tsan cc_multirank_tests -L "multirank|threads"
   echo "=== fuzz: every bootstrap parser for 30 s"
   cmake --preset fuzz >/dev/null
   cmake --build --preset fuzz -j "$jobs" --target wire_fuzz

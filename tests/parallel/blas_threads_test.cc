@@ -25,8 +25,18 @@ struct Shape {
   int m, n, k;
 };
 
-// Shapes that the threads cut: along the rows, along the columns, ragged at the last band.
-const Shape kShapes[] = {{1000, 130, 70}, {130, 1000, 70}, {256, 768, 1024}, {77, 900, 120}};
+// Shapes that the threads cut: along the rows, along the columns, ragged at the last band,
+// a last band wider than the others ({257, 256, 272}: 128 + 129 rows, at 2 and 3 threads),
+// and bands of 8.5-9.2 million multiply-adds (the least a band may have is 8.4): later
+// OpenBLAS builds send float GEMMs below 7.3 million with alpha 1 and beta 0 to another
+// kernel, and {96, 480, 600} (k above 512) would then give other bits.
+const Shape kShapes[] = {{1000, 200, 130}, {200, 1000, 130}, {256, 768, 1024},
+                         {77, 3000, 120},  {96, 480, 600},   {257, 256, 272}};
+
+struct Scale {
+  double alpha, beta;
+};
+const Scale kScales[] = {{1.5, 0.5}, {1.0, 0.0}};
 
 template <typename T>
 std::vector<T> randomValues(size_t count, unsigned seed) {
@@ -37,9 +47,9 @@ std::vector<T> randomValues(size_t count, unsigned seed) {
   return values;
 }
 
-// C (with a stride wider than its rows, prefilled, beta 0.5) at `threads` threads.
+// C (with a stride wider than its rows, prefilled) at `threads` threads.
 template <typename T>
-std::vector<T> product(int threads, Op opA, Op opB, const Shape& s) {
+std::vector<T> product(int threads, Op opA, Op opB, const Shape& s, const Scale& scale) {
   const int lda = (opA == Op::kNone ? s.k : s.m) + 3;
   const int ldb = (opB == Op::kNone ? s.n : s.k) + 5;
   const int ldc = s.n + 7;
@@ -47,7 +57,8 @@ std::vector<T> product(int threads, Op opA, Op opB, const Shape& s) {
   const auto b = randomValues<T>(static_cast<size_t>(ldb) * (opB == Op::kNone ? s.k : s.n), 2);
   auto c = randomValues<T>(static_cast<size_t>(ldc) * s.m, 3);
   setBlasThreads(threads);
-  gemm(opA, opB, s.m, s.n, s.k, T(1.5), a.data(), lda, b.data(), ldb, T(0.5), c.data(), ldc);
+  gemm(opA, opB, s.m, s.n, s.k, T(scale.alpha), a.data(), lda, b.data(), ldb, T(scale.beta),
+       c.data(), ldc);
   setBlasThreads(1);
   return c;
 }
@@ -55,16 +66,20 @@ std::vector<T> product(int threads, Op opA, Op opB, const Shape& s) {
 template <typename T>
 void expectSameBitsAtAnyThreadCount() {
   for (const Shape& shape : kShapes) {
-    ASSERT_EQ(gemmBands(3, shape.m, shape.n, shape.k).count, 3) << shape.m << "x" << shape.n;
-    for (Op opA : {Op::kNone, Op::kTranspose}) {
-      for (Op opB : {Op::kNone, Op::kTranspose}) {
-        const auto one = product<T>(1, opA, opB, shape);
-        for (int threads : {2, 3}) {
-          const auto many = product<T>(threads, opA, opB, shape);
-          ASSERT_EQ(one.size(), many.size());
-          EXPECT_EQ(std::memcmp(one.data(), many.data(), one.size() * sizeof(T)), 0)
-              << shape.m << "x" << shape.n << "x" << shape.k << " opA " << int(opA) << " opB "
-              << int(opB) << " at " << threads << " threads";
+    const auto bands = gemmBands(3, shape.m, shape.n, shape.k);
+    ASSERT_EQ(bands.count, shape.m == 257 ? 2 : 3) << shape.m << "x" << shape.n;
+    for (const Scale& scale : kScales) {
+      for (Op opA : {Op::kNone, Op::kTranspose}) {
+        for (Op opB : {Op::kNone, Op::kTranspose}) {
+          const auto one = product<T>(1, opA, opB, shape, scale);
+          for (int threads : {2, 3}) {
+            const auto many = product<T>(threads, opA, opB, shape, scale);
+            ASSERT_EQ(one.size(), many.size());
+            EXPECT_EQ(std::memcmp(one.data(), many.data(), one.size() * sizeof(T)), 0)
+                << shape.m << "x" << shape.n << "x" << shape.k << " opA " << int(opA) << " opB "
+                << int(opB) << " alpha " << scale.alpha << " beta " << scale.beta << " at "
+                << threads << " threads";
+          }
         }
       }
     }
@@ -79,8 +94,19 @@ TEST(BlasThreads, DoubleGemmBitsDoNotDependOnTheThreadCount) {
   expectSameBitsAtAnyThreadCount<double>();
 }
 
-// Every band but the last is as wide as the first, the bands cover the side exactly, and
-// none is below the least work worth a thread.
+// Whether two bands, each at least kGemmBandAlign wide and carrying the least work worth a
+// thread, fit the side.
+bool twoBandsFit(int m, int n, int k) {
+  const int side = std::max(m, n);
+  const int half = side / 2 / layers::kGemmBandAlign * layers::kGemmBandAlign;
+  return half >= layers::kGemmBandAlign &&
+         static_cast<double>(half) * std::min(m, n) * k >= layers::kMinBandMultiplyAdds;
+}
+
+// Every band but the last is as wide as the first, aligned; the last takes the rest of the
+// side and is neither empty nor a whole band wider than the others; no band is narrower
+// than the alignment or carries less than the least work worth a thread; and a GEMM left
+// whole could not be cut in two.
 void expectBandsCover(int threads, int m, int n, int k) {
   const auto bands = layers::gemmBands(threads, m, n, k);
   const int side = std::max(m, n);
@@ -88,20 +114,24 @@ void expectBandsCover(int threads, int m, int n, int k) {
   ASSERT_LE(bands.count, threads);
   if (bands.count == 1) {
     EXPECT_EQ(bands.width, side);
+    if (threads > 1) {
+      EXPECT_FALSE(twoBandsFit(m, n, k)) << m << "x" << n << "x" << k;
+    }
     return;
   }
   EXPECT_EQ(bands.width % layers::kGemmBandAlign, 0);
   const int last = side - (bands.count - 1) * bands.width;
-  EXPECT_GT(last, 0);
-  EXPECT_LE(last, bands.width);
-  EXPECT_GE(static_cast<double>(last) * std::min(m, n) * k, layers::kMinBandMultiplyAdds);
+  EXPECT_LT(last, bands.width + layers::kGemmBandAlign * bands.count);
+  const int narrowest = std::min(last, bands.width);
+  EXPECT_GE(narrowest, layers::kGemmBandAlign);
+  EXPECT_GE(static_cast<double>(narrowest) * std::min(m, n) * k, layers::kMinBandMultiplyAdds);
 }
 
 TEST(BlasThreads, BandsCoverTheSideAndCarryEnoughWork) {
   for (int threads : {1, 2, 3, 4, 8, 16}) {
-    for (int side : {16, 100, 130, 200, 512, 900, 1000, 4099}) {
+    for (int side : {16, 100, 130, 200, 257, 512, 900, 1000, 4099, 65537}) {
       for (int other : {1, 64, 256}) {
-        for (int k : {8, 64, 1024}) {
+        for (int k : {8, 64, 1024, 4096}) {
           expectBandsCover(threads, side, other, k);
           expectBandsCover(threads, other, side, k);
         }
@@ -114,7 +144,48 @@ TEST(BlasThreads, SmallGemmsAreNotCut) {
   EXPECT_EQ(gemmBands(1, 1024, 1024, 1024).count, 1);
   EXPECT_EQ(gemmBands(4, 128, 128, 64).count, 1);  // 10^6 multiply-adds
   EXPECT_EQ(gemmBands(4, 1024, 256, 256).count, 4);
-  EXPECT_EQ(gemmBands(4, 40, 40, 4096).count, 1);  // no side holds two aligned bands
+  EXPECT_EQ(gemmBands(2, 256, 256, 200).count, 1);    // two bands of 6.6 million
+  EXPECT_EQ(gemmBands(3, 257, 256, 272).width, 128);  // 144 would leave 113 rows, too few
+  EXPECT_EQ(gemmBands(4, 40, 40, 4096).count, 1);     // no side holds two aligned bands
+}
+
+// A part that asks the pool for more threads (on the caller or on a worker) gets false and
+// nothing run, and at one thread there is no pool to ask: gemm then makes one uncut call,
+// with the same bits. (A caller that finds the pool held by another: the test below.)
+TEST(BlasThreads, ANestedCallRunsNothingAndGemmStaysWhole) {
+  setBlasThreads(2);
+  std::atomic<int> nestedRan{0};
+  std::atomic<int> nestedTaken{0};
+  std::atomic<int> outerRan{0};
+  const bool outer = runPartsAtOnce(2, [&](int) {
+    ++outerRan;
+    nestedTaken += runPartsAtOnce(2, [&](int) { ++nestedRan; });
+  });
+  EXPECT_TRUE(outer);
+  EXPECT_EQ(outerRan.load(), 2);
+  EXPECT_EQ(nestedTaken.load(), 0);
+  EXPECT_EQ(nestedRan.load(), 0);
+
+  const Shape s = kShapes[0];
+  const auto a = randomValues<float>(static_cast<size_t>(s.m) * s.k, 1);
+  const auto b = randomValues<float>(static_cast<size_t>(s.k) * s.n, 2);
+  std::vector<float> whole(static_cast<size_t>(s.m) * s.n);
+  std::vector<float> nested(whole.size());
+  setBlasThreads(1);
+  gemm(Op::kNone, Op::kNone, s.m, s.n, s.k, 1.0f, a.data(), s.k, b.data(), s.n, 0.0f, whole.data(),
+       s.n);
+  setBlasThreads(2);
+  ASSERT_EQ(gemmBands(2, s.m, s.n, s.k).count, 2);
+  EXPECT_TRUE(runPartsAtOnce(2, [&](int part) {
+    if (part == 0) {
+      gemm(Op::kNone, Op::kNone, s.m, s.n, s.k, 1.0f, a.data(), s.k, b.data(), s.n, 0.0f,
+           nested.data(), s.n);
+    }
+  }));
+  setBlasThreads(1);
+  EXPECT_EQ(std::memcmp(whole.data(), nested.data(), whole.size() * sizeof(float)), 0);
+  EXPECT_FALSE(runPartsAtOnce(2, [&](int) { ++nestedRan; }));  // one thread: no pool
+  EXPECT_EQ(nestedRan.load(), 0);
 }
 
 TEST(BlasThreads, EveryPartRunsOnceWhateverTheCallers) {
@@ -127,7 +198,10 @@ TEST(BlasThreads, EveryPartRunsOnceWhateverTheCallers) {
       for (int job = 0; job < kJobs; ++job) {
         std::vector<std::atomic<int>> runs(kParts);
         for (auto& r : runs) r = 0;
-        runParts(kParts, [&](int part) { runs[static_cast<size_t>(part)]++; });
+        const auto count = [&](int part) { runs[static_cast<size_t>(part)]++; };
+        if (!runPartsAtOnce(kParts, count)) {
+          for (int part = 0; part < kParts; ++part) count(part);
+        }
         for (auto& r : runs) wrong += r.load() != 1;
       }
     });
@@ -143,7 +217,7 @@ TEST(BlasThreads, PartsRunAtOnceWhenThePoolHasThreads) {
   // One thread alone would run part 0 to its deadline and never see part 1.
   std::atomic<int> started{0};
   std::atomic<int> met{0};
-  runParts(2, [&](int) {
+  const bool ran = runPartsAtOnce(2, [&](int) {
     ++started;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (started.load() < 2 && std::chrono::steady_clock::now() < deadline) {
@@ -152,6 +226,7 @@ TEST(BlasThreads, PartsRunAtOnceWhenThePoolHasThreads) {
     met += started.load() == 2;
   });
   setBlasThreads(1);
+  EXPECT_TRUE(ran);
   EXPECT_EQ(met.load(), 2);
 }
 

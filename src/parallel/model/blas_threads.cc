@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -18,8 +19,13 @@ namespace {
 // does not hold the job back: the caller runs its part.
 class ComputePool {
  public:
+  // Where the system refuses a thread, the pool keeps those it has: the caller claims the
+  // parts nobody else does.
   explicit ComputePool(int workers) {
-    for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { serve(); });
+    try {
+      for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { serve(); });
+    } catch (const std::system_error&) {
+    }
   }
   ~ComputePool() {
     {
@@ -30,8 +36,9 @@ class ComputePool {
     for (auto& thread : threads_) thread.join();
   }
 
-  // False when another caller holds the pool.
+  // False when another caller holds the pool, or this thread runs a part of a job.
   bool tryRun(int parts, const std::function<void(int)>& part) {
+    if (tInsidePart) return false;
     std::unique_lock<std::mutex> busy(caller_, std::try_to_lock);
     if (!busy.owns_lock()) return false;
     std::unique_lock<std::mutex> lock(mutex_);
@@ -56,13 +63,21 @@ class ComputePool {
       const int index = next_++;
       const std::function<void(int)>* job = job_;
       lock.unlock();
-      (*job)(index);
+      runPart(*job, index);
       lock.lock();
       if (--unfinished_ == 0) done_.notify_one();
     }
   }
 
+  static void runPart(const std::function<void(int)>& job, int index) noexcept {
+    tInsidePart = true;
+    job(index);
+    tInsidePart = false;
+  }
+
   void serve() {
+    // An OpenMP build counts threads per thread: one here too, as on the caller.
+    if (openblas_get_parallel() == 2) openblas_set_num_threads(1);
     unsigned long long seen = 0;
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
@@ -73,6 +88,8 @@ class ComputePool {
     }
   }
 
+  static thread_local bool tInsidePart;
+
   std::mutex caller_;  // one job at a time
   std::mutex mutex_;
   std::condition_variable wake_, done_;
@@ -82,6 +99,8 @@ class ComputePool {
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };
+
+thread_local bool ComputePool::tInsidePart = false;
 
 std::mutex poolMutex;
 std::shared_ptr<ComputePool> pool;  // null at one thread
@@ -104,16 +123,13 @@ void setBlasThreads(int threads) {
 int blasThreads() { return threadCount; }
 const char* blasDescription() { return openblas_get_config(); }
 
-void runParts(int parts, const std::function<void(int)>& part) {
+bool runPartsAtOnce(int parts, const std::function<void(int)>& part) {
   std::shared_ptr<ComputePool> current;
   {
     std::lock_guard<std::mutex> lock(poolMutex);
     current = pool;
   }
-  if (parts > 1 && current && current->tryRun(parts, part)) {
-    return;
-  }
-  for (int i = 0; i < parts; ++i) part(i);
+  return current && current->tryRun(parts, part);
 }
 
 }  // namespace cc::parallel

@@ -18,9 +18,12 @@ int blasThreads();
 const char* blasDescription();
 
 // Runs part(0) .. part(parts - 1) on the calling thread and the pool, each part once, in
-// whatever order and on whichever thread claims it first, and returns when all have run.
-// Several threads may call it at once: a caller that finds the pool busy runs every part
-// itself, in order.
-void runParts(int parts, const std::function<void(int)>& part);
+// whatever order and on whichever thread claims it first, and returns true when all have
+// run. Returns false at once, having run nothing, where the pool cannot take the job: at
+// one thread, while another caller holds the pool, or when called from inside a part; the
+// caller then does the work its own way (gemm makes one uncut call rather than run the
+// parts one after the other). A part must not throw: a throw ends the process (it would
+// leave the other threads on a job whose caller is gone).
+bool runPartsAtOnce(int parts, const std::function<void(int)>& part);
 
 }  // namespace cc::parallel

@@ -5,7 +5,8 @@
 // same order, so the bits do not depend on the thread count. One band a thread, not more:
 // each band packs the other operand again (four bands a thread ran 6–9% slower than one,
 // two ranks of 2 threads on 2 cores). A thread that has not woken by the time the caller is
-// done with its own band leaves its band to the caller (runParts).
+// done with its own band leaves its band to the caller (runPartsAtOnce); where the pool is
+// busy the call is not cut at all.
 #pragma once
 
 #include <cblas.h>
@@ -33,16 +34,21 @@ inline void blasGemm(Op opA, Op opB, int m, int n, int k, double alpha, const do
               ldc);
 }
 
-// No band has fewer multiply-adds than this (about 100 us on one core): below it waking a
-// thread costs more than it saves, and OpenBLAS (0.3.21) computes a GEMM of at most 10^6
-// multiply-adds with its small-matrix kernel, whose bits differ from its blocked one.
-inline constexpr double kMinBandMultiplyAdds = 1 << 21;
+// No band has fewer multiply-adds than this (about 0.4 ms on one core): below it waking a
+// thread costs more than it saves, and OpenBLAS computes small GEMMs with other kernels
+// whose bits differ from its blocked one: at most 10^6 multiply-adds (0.3.21's small-matrix
+// kernel) and, in later builds for AVX-512, float calls with alpha 1 and beta 0 below
+// 28 * 512^2 (its direct kernel). A band above both takes the blocked kernel, as the
+// uncut call does.
+inline constexpr double kMinBandMultiplyAdds = 1 << 23;
 // Bands are a multiple of this many rows or columns, so that no band but the last has a
-// ragged edge for the BLAS kernel.
+// ragged edge for the BLAS kernel, and the last is at least this wide (a band one line
+// wide could go to GEMV).
 inline constexpr int kGemmBandAlign = 16;
 
-// How gemm cuts C along its longer side: `count` bands of `width` rows or columns, the last
-// one narrower where the side does not divide. A count of 1 is no cut.
+// How gemm cuts C along its longer side: `count` bands of `width` rows or columns but the
+// last, which takes the rest (narrower or, by less than 16 a band, wider). A count of 1 is no
+// cut.
 struct GemmBands {
   int count;
   int width;
@@ -51,11 +57,17 @@ struct GemmBands {
 inline GemmBands gemmBands(int threads, int m, int n, int k) {
   const int side = std::max(m, n);
   const double multiplyAddsPerLine = static_cast<double>(std::min(m, n)) * k;
+  const auto enough = [&](int lines) {
+    return lines >= kGemmBandAlign && lines * multiplyAddsPerLine >= kMinBandMultiplyAdds;
+  };
   for (int count = std::min(threads, side / kGemmBandAlign); count > 1; --count) {
-    const int width =
+    // Bands rounded up to the alignment (the last is the narrowest), or else down (the
+    // last is the widest), whichever leaves every band enough work.
+    const int up =
         ((side + count - 1) / count + kGemmBandAlign - 1) / kGemmBandAlign * kGemmBandAlign;
-    const int last = side - (count - 1) * width;
-    if (last > 0 && last * multiplyAddsPerLine >= kMinBandMultiplyAdds) return {count, width};
+    if (enough(side - (count - 1) * up)) return {count, up};
+    const int down = side / count / kGemmBandAlign * kGemmBandAlign;
+    if (enough(down)) return {count, down};
   }
   return {1, side};
 }
@@ -70,9 +82,9 @@ void gemm(Op opA, Op opB, int m, int n, int k, T alpha, const T* a, int lda, con
   }
   const bool alongRows = m >= n;
   const int side = alongRows ? m : n;
-  runParts(bands.count, [&](int part) {
+  const bool ran = runPartsAtOnce(bands.count, [&](int part) {
     const int begin = part * bands.width;
-    const int count = std::min(side, begin + bands.width) - begin;
+    const int count = part == bands.count - 1 ? side - begin : bands.width;
     const size_t at = static_cast<size_t>(begin);
     if (alongRows) {
       // Rows of op(A): row `begin` of A, or column `begin` of A stored transposed.
@@ -85,6 +97,7 @@ void gemm(Op opA, Op opB, int m, int n, int k, T alpha, const T* a, int lda, con
       blasGemm(opA, opB, m, count, k, alpha, a, lda, bBand, ldb, beta, c + at, ldc);
     }
   });
+  if (!ran) blasGemm(opA, opB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace cc::parallel::layers
