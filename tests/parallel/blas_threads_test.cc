@@ -3,6 +3,8 @@
 #include "parallel/model/blas_threads.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -209,6 +211,23 @@ TEST(BlasThreads, EveryPartRunsOnceWhateverTheCallers) {
   for (auto& c : callers) c.join();
   setBlasThreads(1);
   EXPECT_EQ(wrong.load(), 0);
+}
+
+// The CPUs to run on are the calling thread's affinity mask: one where it is bound to one.
+TEST(BlasThreads, CpusToRunOnFollowTheAffinity) {
+  cpu_set_t mask;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mask), &mask), 0);
+  EXPECT_EQ(cpusToRunOn(), CPU_COUNT(&mask));
+  int bound = 0;
+  std::thread([&] {
+    int first = 0;
+    while (!CPU_ISSET(first, &mask)) ++first;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0) bound = cpusToRunOn();
+  }).join();
+  EXPECT_EQ(bound, 1);
 }
 
 TEST(BlasThreads, PartsRunAtOnceWhenThePoolHasThreads) {

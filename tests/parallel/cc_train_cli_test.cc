@@ -2,6 +2,7 @@
 // --save writes the fresh model; --eval --load ends with "eval_loss <value>"; a run
 // stopped and resumed from its checkpoint logs the same losses as one that was not.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -219,6 +220,30 @@ TEST_F(CcTrainCli, CorruptCheckpointIsAClearError) {
       runTrain(std::string(kTiny) + " --steps 1 --load " + file("bad.safetensors"));
   EXPECT_NE(outcome.exitCode, 0);
   EXPECT_NE(outcome.output.find("too short"), std::string::npos) << outcome.output;
+}
+
+// Bound to one CPU (as mpirun binds each of two ranks to a core), cc-train runs one compute
+// thread whatever --threads asks, and says so; the affinity is inherited from this process.
+TEST_F(CcTrainCli, ThreadsBeyondTheCpusToRunOnAreNotStarted) {
+  cpu_set_t saved;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(saved), &saved), 0);
+  int first = 0;
+  while (!CPU_ISSET(first, &saved)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(::sched_setaffinity(0, sizeof(one), &one), 0);
+  const Outcome bound = runTrain(std::string(kTiny) + " --steps 2 --threads 3");
+  ASSERT_EQ(::sched_setaffinity(0, sizeof(saved), &saved), 0);
+  EXPECT_EQ(bound.exitCode, 0) << bound.output;
+  EXPECT_NE(bound.output.find("1 thread(s) (--threads 3: this rank may run on 1 CPU(s))"),
+            std::string::npos)
+      << bound.output;
+  EXPECT_NE(bound.output.find(" threads 1"), std::string::npos) << bound.output;
+
+  const Outcome free = runTrain(std::string(kTiny) + " --steps 2 --threads 1");
+  EXPECT_EQ(free.exitCode, 0) << free.output;
+  EXPECT_EQ(free.output.find("--threads 1:"), std::string::npos) << free.output;
 }
 
 }  // namespace

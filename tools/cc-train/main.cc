@@ -163,6 +163,15 @@ int run(const Options& parsed) {
     return 0;
   }
   if (!options.planPath.empty()) return drawPlan(options);
+  // No more compute threads than the CPUs this rank may run on: bound to one core (mpirun's
+  // default at two ranks or fewer), a second thread would only take turns with the first.
+  const int cpus = cpusToRunOn();
+  std::string threadNote;
+  if (options.threads > cpus) {
+    threadNote = " (--threads " + std::to_string(options.threads) + ": this rank may run on " +
+                 std::to_string(cpus) + " CPU(s))";
+    options.threads = cpus;
+  }
   setBlasThreads(options.threads);
   if (!options.loadPath.empty()) {
     auto config = readCheckpointConfig(options.loadPath);
@@ -288,11 +297,11 @@ int run(const Options& parsed) {
   const int64_t first = trainer.completedSteps();
   if (first < train.steps && leader) {
     std::printf(
-        "cc-train: %s, batch %d x %d micro-batches, %lld steps from step %lld, %d thread(s), data: "
-        "%s\n",
+        "cc-train: %s, batch %d x %d micro-batches, %lld steps from step %lld, %d thread(s)%s, "
+        "data: %s\n",
         train.model.describe().c_str(), train.batch, train.gradAccum,
         static_cast<long long>(train.steps), static_cast<long long>(first), options.threads,
-        dataDescription.c_str());
+        threadNote.c_str(), dataDescription.c_str());
   }
   // Only rank 0 talks; the others print nothing but errors.
   Progress progress(first, train.steps, leader ? options.printEvery : 1 << 30);

@@ -1,8 +1,11 @@
 #include "parallel/model/blas_threads.h"
 
 #include <cblas.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -107,6 +110,22 @@ std::shared_ptr<ComputePool> pool;  // null at one thread
 std::atomic<int> threadCount{1};
 
 }  // namespace
+
+int cpusToRunOn() {
+  // A mask sized for the CPUs the kernel may have, doubled while it says the mask is short.
+  for (int cpus = 1024; cpus <= (1 << 20); cpus *= 2) {
+    cpu_set_t* mask = CPU_ALLOC(static_cast<size_t>(cpus));
+    if (mask == nullptr) break;
+    const size_t bytes = CPU_ALLOC_SIZE(static_cast<size_t>(cpus));
+    CPU_ZERO_S(bytes, mask);
+    const int result = sched_getaffinity(0, bytes, mask);
+    const int count = CPU_COUNT_S(bytes, mask);
+    CPU_FREE(mask);
+    if (result == 0) return std::max(1, count);
+    if (errno != EINVAL) break;
+  }
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
 
 void setBlasThreads(int threads) {
   if (threads < 1) threads = 1;

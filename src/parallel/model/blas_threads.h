@@ -14,6 +14,10 @@ namespace cc::parallel {
 
 void setBlasThreads(int threads);
 int blasThreads();
+// The CPUs this process may run on (its affinity mask; at least 1). More compute threads
+// than these only take turns on them (a launcher that binds each rank to one core leaves
+// it one), and cc-train asks for no more.
+int cpusToRunOn();
 // The BLAS library and its build as OpenBLAS reports it (for benchmark notes).
 const char* blasDescription();
 
