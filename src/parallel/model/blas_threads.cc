@@ -119,10 +119,11 @@ int cpusToRunOn() {
     const size_t bytes = CPU_ALLOC_SIZE(static_cast<size_t>(cpus));
     CPU_ZERO_S(bytes, mask);
     const int result = sched_getaffinity(0, bytes, mask);
+    const int error = errno;
     const int count = CPU_COUNT_S(bytes, mask);
     CPU_FREE(mask);
     if (result == 0) return std::max(1, count);
-    if (errno != EINVAL) break;
+    if (error != EINVAL) break;
   }
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
