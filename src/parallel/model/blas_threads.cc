@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -39,12 +38,11 @@ class ComputePool {
     for (auto& thread : threads_) thread.join();
   }
 
-  // False when another caller holds the pool, or this thread runs a part of a job.
+  // False when another caller's job holds the pool, or this thread runs a part of a job.
   bool tryRun(int parts, const std::function<void(int)>& part) {
     if (tInsidePart) return false;
-    std::unique_lock<std::mutex> busy(caller_, std::try_to_lock);
-    if (!busy.owns_lock()) return false;
     std::unique_lock<std::mutex> lock(mutex_);
+    if (job_ != nullptr) return false;
     job_ = &part;
     parts_ = parts;
     next_ = 0;
@@ -93,10 +91,9 @@ class ComputePool {
 
   static thread_local bool tInsidePart;
 
-  std::mutex caller_;  // one job at a time
   std::mutex mutex_;
   std::condition_variable wake_, done_;
-  const std::function<void(int)>* job_ = nullptr;
+  const std::function<void(int)>* job_ = nullptr;  // the running job; one at a time
   int parts_ = 0, next_ = 0, unfinished_ = 0;
   unsigned long long generation_ = 0;
   bool stopping_ = false;
@@ -112,19 +109,10 @@ std::atomic<int> threadCount{1};
 }  // namespace
 
 int cpusToRunOn() {
-  // A mask sized for the CPUs the kernel may have, doubled while it says the mask is short.
-  for (int cpus = 1024; cpus <= (1 << 20); cpus *= 2) {
-    cpu_set_t* mask = CPU_ALLOC(static_cast<size_t>(cpus));
-    if (mask == nullptr) break;
-    const size_t bytes = CPU_ALLOC_SIZE(static_cast<size_t>(cpus));
-    CPU_ZERO_S(bytes, mask);
-    const int result = sched_getaffinity(0, bytes, mask);
-    const int error = errno;
-    const int count = CPU_COUNT_S(bytes, mask);
-    CPU_FREE(mask);
-    if (result == 0) return std::max(1, count);
-    if (error != EINVAL) break;
-  }
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof(mask), &mask) == 0) return std::max(1, CPU_COUNT(&mask));
+  // More CPUs than a cpu_set_t holds (1024): the machine's count.
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 

@@ -3,9 +3,9 @@
 // rest on a pool whose idle threads sleep. OpenBLAS's own pool spins (sched_yield) while it
 // waits, for work and for its workers: with more threads than cores, which is what ranks
 // beside compute threads are, the spinning threads take the cores the working ones need
-// (two ranks of 2 threads on 2 cores ran at 0.73–0.93 of two ranks of 1 thread, with no
-// communication at all). One thread per rank by default, so that ranks on one host do not
-// oversubscribe the cores; cc-train's --threads raises it.
+// (two independent cc-train processes of 2 OpenBLAS threads each on 2 cores, no
+// communication at all, ran at 0.73–0.93 of one thread each). One thread per rank by default, so
+// that ranks on one host do not oversubscribe the cores; cc-train's --threads raises it.
 #pragma once
 
 #include <functional>
