@@ -8,8 +8,9 @@
 // cores. End of file (cc-bench closed the gate or died) ends the program.
 //
 // Rank 0 prints "row,<rowBytes>,<oop us>,<oop wrong>,<ip us>,<ip wrong>,<oop p50>,<oop p99>,
-// <oop worst>,<ip p50>,<ip p99>,<ip worst>" (microseconds, the slowest rank's calls) after each row
-// (see coll_rules.h). Times are the average over iterations of the slowest rank's time.
+// <oop worst>,<ip p50>,<ip p99>,<ip worst>" (microseconds) after each row (see coll_rules.h).
+// A row's time is every rank's own mean call combined as -a says (nccl-tests' -a; the mean
+// over ranks by default); p50, p99 and worst are the slowest rank's call per iteration.
 #pragma once
 
 #include <fcntl.h>
@@ -40,6 +41,7 @@ struct PeerOptions {
   size_t factor = 2;
   int iterations = 20;
   int warmup = 5;
+  int average = kDefaultAverage;  // -a, as nccl-tests' (coll_rules.h)
   bool check = true;
   std::string gate;  // --gate PREFIX; empty: run every row at once
   int rank = -1;     // --rank / --size: for programs started without a launcher
@@ -64,7 +66,8 @@ inline bool parseBytes(const char* text, size_t& out) {
 
 inline const char* const kPeerUsage =
     "usage: PROGRAM COLLECTIVE [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-d TYPE]\n"
-    "               [-o OP] [-r ROOT] [-c 0|1] [--gate PREFIX] [--rank R --size N] [--store DIR]\n"
+    "               [-o OP] [-r ROOT] [-c 0|1] [-a 0|1|2|3] [--gate PREFIX] [--rank R --size N]\n"
+    "               [--store DIR]\n"
     "  COLLECTIVE: allreduce allgather reducescatter broadcast reduce alltoall sendrecv\n"
     "  Run by cc-bench --peer; prints one 'row,...' line per size on rank 0.\n";
 
@@ -83,7 +86,7 @@ inline bool parsePeerOptions(int argc, char** argv, PeerOptions& options, std::s
     size_t number = 0;
     bool ok = true;
     if (flag == "-b" || flag == "-e" || flag == "-f" || flag == "-n" || flag == "-w" ||
-        flag == "-r" || flag == "-c" || flag == "--rank" || flag == "--size") {
+        flag == "-r" || flag == "-c" || flag == "-a" || flag == "--rank" || flag == "--size") {
       ok = parseBytes(value, number);
       if (flag == "-b") options.minBytes = number;
       if (flag == "-e") options.maxBytes = number;
@@ -92,6 +95,10 @@ inline bool parsePeerOptions(int argc, char** argv, PeerOptions& options, std::s
       if (flag == "-w") options.warmup = static_cast<int>(number);
       if (flag == "-r") options.root = static_cast<int>(number);
       if (flag == "-c") options.check = number != 0;
+      if (flag == "-a") {
+        ok = ok && number <= 3;
+        options.average = static_cast<int>(number);
+      }
       if (flag == "--rank") options.rank = static_cast<int>(number);
       if (flag == "--size") options.size = static_cast<int>(number);
     } else if (flag == "-d") {
@@ -196,10 +203,11 @@ inline Placement placementFor(Collective c, bool inPlace, const Shape& s, DataTy
 //   void call(bool inPlace, const Shape&, Placement);         // one collective
 //   const void* output(bool inPlace, const Shape&, Placement); // this rank's result
 //   void maxToRoot(std::vector<double>&);   // element-wise max over ranks, on rank 0
+//                                           // (all ranks call it with the same size)
 //   uint64_t sumToRoot(uint64_t);           // sum over ranks, on rank 0
 template <typename Backend>
 CallTimes timeRow(Backend& backend, const PeerOptions& options, const Shape& shape, bool inPlace,
-                  Placement at) {
+                  Placement at, int rank, int nranks) {
   int iterations = iterationsFor(options.iterations, shape.rowBytes);
   int warmup = warmupFor(options.warmup, iterations);
   backend.prepare(inPlace, shape, at);
@@ -212,8 +220,12 @@ CallTimes timeRow(Backend& backend, const PeerOptions& options, const Shape& sha
     seconds[static_cast<size_t>(i)] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
+  // Every rank's own mean, gathered through the element-wise max (the others' slots are 0).
+  std::vector<double> perRank(static_cast<size_t>(nranks), 0.0);
+  perRank[static_cast<size_t>(rank)] = meanSeconds(seconds);
+  backend.maxToRoot(perRank);
   backend.maxToRoot(seconds);
-  return summarizeCalls(std::move(seconds));
+  return summarizeRow(std::move(seconds), perRank, options.average);
 }
 
 template <typename Backend>
@@ -260,7 +272,7 @@ int runRows(Backend& backend, const PeerOptions& options, int rank, int nranks) 
       if (inPlace && !hasInPlace(options.collective)) continue;
       Placement at = placementFor(options.collective, inPlace, shape, options.type, rank,
                                   send.get(), recv.get());
-      times[place] = timeRow(backend, options, shape, inPlace, at);
+      times[place] = timeRow(backend, options, shape, inPlace, at, rank, nranks);
       wrong[place] = checkRow(backend, options, shape, inPlace, at, rank, nranks);
     }
     if (rank == 0) {

@@ -106,11 +106,46 @@ inline bool reduces(Collective c) {
   return c == Collective::AllReduce || c == Collective::ReduceScatter || c == Collective::Reduce;
 }
 
-// One placement's per-call times (the slowest rank's, per iteration), in microseconds: the
-// mean nccl-tests prints, and the tail a latency mode adds.
+// One placement's times in microseconds: the row's time nccl-tests prints (each rank's
+// mean call, combined over the ranks as -a says: rankTimeUs), and the tail a latency mode
+// adds (the slowest rank's call, per iteration: p50, p99, worst).
 struct CallTimes {
   double meanUs = -1, p50Us = -1, p99Us = -1, worstUs = -1;
 };
+
+// nccl-tests' -a: how the ranks' times make the row's time. A rank's time is its own
+// loop's, over the iterations; nccl-tests' default (1) averages them over the ranks.
+enum class Average { Rank0 = 0, Mean = 1, Min = 2, Max = 3 };
+inline constexpr int kDefaultAverage = static_cast<int>(Average::Mean);
+inline const char* averageName(int average) {
+  static const char* const kNames[] = {"rank 0's", "the mean over ranks", "the fastest rank's",
+                                       "the slowest rank's"};
+  return average >= 0 && average <= 3 ? kNames[average] : "?";
+}
+
+// The row's time from every rank's own mean call (seconds, one per rank, rank 0 first), in
+// microseconds.
+inline double rankTimeUs(const std::vector<double>& perRank, int average) {
+  if (perRank.empty()) return -1;
+  double value = perRank[0];
+  if (average == static_cast<int>(Average::Mean)) {
+    double total = 0;
+    for (double t : perRank) total += t;
+    value = total / static_cast<double>(perRank.size());
+  } else if (average == static_cast<int>(Average::Min)) {
+    value = *std::min_element(perRank.begin(), perRank.end());
+  } else if (average == static_cast<int>(Average::Max)) {
+    value = *std::max_element(perRank.begin(), perRank.end());
+  }
+  return value * 1e6;
+}
+
+// A rank's own mean call, in seconds.
+inline double meanSeconds(const std::vector<double>& seconds) {
+  double total = 0;
+  for (double s : seconds) total += s;
+  return seconds.empty() ? 0 : total / static_cast<double>(seconds.size());
+}
 
 // From per-iteration seconds; p50 and p99 are the nearest-rank percentiles.
 inline CallTimes summarizeCalls(std::vector<double> seconds) {
@@ -127,6 +162,15 @@ inline CallTimes summarizeCalls(std::vector<double> seconds) {
   t.p50Us = rank(0.50);
   t.p99Us = rank(0.99);
   t.worstUs = seconds.back() * 1e6;
+  return t;
+}
+
+// A row's times: the tail from the slowest rank's call per iteration, the time from every
+// rank's own mean call (`perRank`, seconds) combined as -a says.
+inline CallTimes summarizeRow(std::vector<double> slowestPerIteration,
+                              const std::vector<double>& perRank, int average) {
+  CallTimes t = summarizeCalls(std::move(slowestPerIteration));
+  if (!perRank.empty()) t.meanUs = rankTimeUs(perRank, average);
   return t;
 }
 

@@ -75,6 +75,14 @@ sleep 0.5
 if pgrep -f -- "-n 50 -c 1 --latency --busy 1" >/dev/null; then fail "a busy process outlived cc-bench"; fi
 echo "ok: --latency --busy 1"
 
+# -a, as nccl-tests': the preamble names how the ranks' times were combined; a mode outside
+# 0..3 is refused with a message naming -a.
+run reduce_slowest_rank 4 reduce -np 3 -b 8 -e 512 -f 4 -c 1 -a 3
+grep -q '^# time: .*slowest.*(-a 3)' "$work/reduce_slowest_rank.txt" || fail "-a 3: the preamble does not say so"
+if "$bench" reduce -np 2 -b 8 -e 8 -a 4 >"$work/a4.txt" 2>&1; then fail "-a 4 was accepted"; fi
+grep -q -- '-a: bad value' "$work/a4.txt" || fail "-a 4: the error does not name -a: $(cat "$work/a4.txt")"
+echo "ok: -a"
+
 python3 - "$work/ar.json" "$work/ar.csv" "$work/ar.svg" <<'EOF' || fail "json/csv/svg files"
 import csv, json, sys
 import xml.etree.ElementTree as ET
@@ -99,6 +107,8 @@ if [[ $peers == 1 ]]; then
   # The peers report their per-call tails too: 1 + 3 x 3 numeric columns per size.
   awk '/^# per-call time/ { on = 1; next } on && /^ *[0-9]/ { rows++; if (NF != 10 || $0 ~ /N\/A/) bad = 1 }
        END { exit bad || rows != 6 }' "$work/allreduce_peers.txt" || fail "peers: latency table"
+  # The peers take -a too (cc-bench passes it on).
+  run reduce_peers_rank0 4 reduce -np 2 -b 8 -e 512 -f 4 -c 1 --peer mpi,gloo -a 0
   python3 - "$work/peers.json" <<'EOF' || fail "peer rows"
 import json, sys
 rows = json.load(open(sys.argv[1]))

@@ -102,8 +102,9 @@ int64_t checkOnce(const CollOptions& o, const coll::Shape& s, coll::Placement at
       coll::countWrong(o.collective, o.op, o.type, s, rank, nranks, o.root, at.recv));
 }
 
-// Rank 0 gets every rank's samples and wrong count; returns the row's Timing there.
-Timing gatherTiming(std::vector<double> samples, int64_t wrong, int rank, int nranks,
+// Rank 0 gets every rank's samples and wrong count; returns the row's Timing there: the
+// time from each rank's own mean as -a says, the tail from the slowest rank per iteration.
+Timing gatherTiming(std::vector<double> samples, int64_t wrong, int rank, int nranks, int average,
                     ccComm_t comm) {
   samples.push_back(static_cast<double>(wrong));
   size_t count = samples.size();
@@ -113,15 +114,17 @@ Timing gatherTiming(std::vector<double> samples, int64_t wrong, int rank, int nr
     return {};
   }
   std::vector<double> slowest(samples.begin(), samples.end() - 1);
+  std::vector<double> perRank{coll::meanSeconds(slowest)};
   int64_t totalWrong = wrong;
   std::vector<double> theirs(count);
   for (int peer = 1; peer < nranks; ++peer) {
     checkCc(ccRecv(theirs.data(), count, ccFloat64, peer, comm, nullptr), comm,
             fmt::format("ccRecv of rank {}'s timings", peer));
     for (size_t i = 0; i + 1 < count; ++i) slowest[i] = std::max(slowest[i], theirs[i]);
+    perRank.push_back(coll::meanSeconds(std::vector<double>(theirs.begin(), theirs.end() - 1)));
     if (totalWrong >= 0) totalWrong += static_cast<int64_t>(theirs[count - 1]);
   }
-  return timingOf(coll::summarizeCalls(std::move(slowest)), totalWrong);
+  return timingOf(coll::summarizeRow(std::move(slowest), perRank, average), totalWrong);
 }
 
 }  // namespace
@@ -137,7 +140,7 @@ CollRow measureCcRow(ccComm_t comm, ccStream_t stream, const CollOptions& option
     std::vector<double> seconds = timeIterations(options, shape, at, rank, nranks, comm, stream);
     int64_t wrong = checkOnce(options, shape, at, inPlace, rank, nranks, comm, stream);
     (inPlace ? row.inPlace : row.outOfPlace) =
-        gatherTiming(std::move(seconds), wrong, rank, nranks, comm);
+        gatherTiming(std::move(seconds), wrong, rank, nranks, options.average, comm);
   }
   return row;
 }

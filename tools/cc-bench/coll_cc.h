@@ -1,7 +1,8 @@
 // cc's side of a collective row: every rank times the calls (out of place, then in place)
 // and checks one call of each with exact inputs; rank 0 gathers every rank's per-iteration
 // times and wrong counts over ccSend/ccRecv (not through the collective being measured)
-// and keeps the average over iterations of the slowest rank's time.
+// and keeps each rank's mean call, combined as -a says, and the slowest rank's call per
+// iteration (the latency table's tail).
 #pragma once
 
 #include <cc/cc.h>

@@ -61,8 +61,9 @@ void printPreamble(const CollOptions& o, bool underMpirun, int nranks,
       !o.useStream ? "NULL (blocking)"
       : o.blocking ? "ccStream_t, synchronized every iteration"
                    : "ccStream_t, synchronized after the loop");
-  fmt::print("# time: average over iterations of the slowest rank; GB = 1e9 B; bus factor {:.3f}\n",
-             coll::busFactor(o.collective, nranks));
+  fmt::print(
+      "# time: each rank's loop over the iterations, {} (-a {}); GB = 1e9 B; bus factor {:.3f}\n",
+      coll::averageName(o.average), o.average, coll::busFactor(o.collective, nranks));
   if (o.registered) {
     fmt::print("# cc's buffers: registered (ccMemAlloc, ccCommRegister); the peers': their own\n");
   }

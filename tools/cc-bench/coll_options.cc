@@ -10,12 +10,13 @@ namespace cc::bench {
 const char* const kCollUsage =
     "usage: cc-bench allreduce|allgather|reducescatter|broadcast|reduce|alltoall|sendrecv\n"
     "         [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-d TYPE] [-o OP] [-r ROOT] [-n ITERS]\n"
-    "         [-w WARMUP] [-c 0|1] [-z 0|1] [-R 0|1] [--stream] [-np N] [--peer "
-    "mpi|gloo|mpi,gloo]\n"
+    "         [-w WARMUP] [-c 0|1] [-z 0|1] [-R 0|1] [-a 0|1|2|3] [--stream] [-np N]\n"
+    "         [--peer mpi|gloo|mpi,gloo]\n"
     "         [--json FILE] [--csv FILE] [--plot FILE.svg] [--latency] [--busy N]\n"
-    "  nccl-tests' table for one collective: per size, out-of-place then in-place time (us,\n"
-    "  average over iterations of the slowest rank), algbw and busbw (GB/s, 1e9 B) and the\n"
-    "  number of wrong elements; then the average bus bandwidth.\n"
+    "  nccl-tests' table for one collective: per size, out-of-place then in-place time (us),\n"
+    "  algbw and busbw (GB/s, 1e9 B) and the number of wrong elements; then the average bus\n"
+    "  bandwidth. As in nccl-tests, a rank's time is its loop's over the iterations, and -a\n"
+    "  combines the ranks' times: 0 rank 0's, 1 their mean (default), 2 the least, 3 the most.\n"
     "  -d int8|uint8|int32|uint32|int64|uint64|half|float|double|bfloat16 (default float)\n"
     "  -o sum|prod|max|min|avg (default sum)   -r root of broadcast and reduce (default 0)\n"
     "  -c 1 checks each size once, with inputs that make every reduction exact (default 1)\n"
@@ -83,6 +84,10 @@ std::optional<CollOptions> parseCollOptions(coll::Collective collective,
       std::optional<int> root = parseInt(value, 0, 1 << 20);
       if (!root) return bad();
       options.root = *root;
+    } else if (flag == "-a") {
+      std::optional<int> average = parseInt(value, 0, 3);
+      if (!average) return bad();
+      options.average = *average;
     } else if (flag == "-n" || flag == "-w") {
       std::optional<int> count = parseInt(value, flag == "-n" ? 1 : 0, 1'000'000);
       if (!count) return bad();

@@ -22,6 +22,7 @@ struct CollOptions {
   int root = 0;                                 // -r
   int iterations = 20;                          // -n
   int warmup = 5;                               // -w
+  int average = coll::kDefaultAverage;          // -a: how the ranks' times combine
   bool check = true;                            // -c
   bool blocking = true;                         // -z (with --stream: synchronize every iteration)
   bool useStream = false;  // --stream: calls on a ccStream_t, not the NULL stream

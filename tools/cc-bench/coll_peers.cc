@@ -22,10 +22,10 @@ namespace {
 constexpr int kPeerTimeoutSeconds = 3600;
 
 std::string peerArguments(const CollOptions& o) {
-  return fmt::format("{} -b {} -e {} -f {} -n {} -w {} -d {} -o {} -r {} -c {}",
+  return fmt::format("{} -b {} -e {} -f {} -n {} -w {} -d {} -o {} -r {} -c {} -a {}",
                      coll::collectiveName(o.collective), o.minBytes, o.maxBytes, o.factor,
                      o.iterations, o.warmup, coll::dataTypeName(o.type), coll::opName(o.op), o.root,
-                     o.check ? 1 : 0);
+                     o.check ? 1 : 0, o.average);
 }
 
 std::string timeoutGuard() {

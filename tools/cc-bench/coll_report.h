@@ -18,13 +18,13 @@ namespace cc::bench {
 // One placement (out of place or in place) of one row.
 struct Timing {
   bool measured = false;  // false: no in-place form, or the system did not run it
-  double timeUs = 0;      // average over iterations of the slowest rank
+  double timeUs = 0;      // each rank's mean call, combined over the ranks as -a says
   int64_t wrong = -1;     // wrong elements over all ranks; -1: not checked
   // The slowest rank's per-call times: median, 99th percentile, worst (--latency).
   double p50Us = -1, p99Us = -1, worstUs = -1;
 };
 
-// A Timing from the slowest rank's per-call times (and the wrong count).
+// A Timing from a row's times (coll::summarizeRow) and the wrong count.
 Timing timingOf(const coll::CallTimes& times, int64_t wrong);
 
 struct CollRow {
