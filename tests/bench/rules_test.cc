@@ -1,13 +1,13 @@
 // How a benchmark row's time is taken from the ranks' samples (bench/coll_rules.h, shared by
 // cc-bench and its peers): nccl-tests' -a combines each rank's own mean call; the tail
 // (p50, p99, worst) comes from the slowest rank's call in each iteration.
-#include "coll_rules.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 #include <vector>
+
+#include "coll_rules.h"
 
 namespace cc::bench::coll {
 namespace {
@@ -71,7 +71,7 @@ TEST(BenchRules, TheSlowestRanksLoopIsAtMostTheMeanOfEachIterationsSlowestCall) 
     const CallTimes before = summarizeCalls(slowestPerIteration(samples));
     EXPECT_LE(row.meanUs, before.meanUs);
     EXPECT_LT(row.meanUs, 0.5 * before.meanUs) << "turn-taking ranks: a quarter of each "
-                                                   "rank's calls are slow, every iteration has one";
+                                                  "rank's calls are slow, every iteration has one";
     // The tail is the slowest rank's per iteration either way.
     EXPECT_EQ(row.p50Us, before.p50Us);
     EXPECT_EQ(row.p99Us, before.p99Us);

@@ -178,6 +178,55 @@ TEST(Tuner, EightRanksOnTwoCpusTakeTheRingForReduces) {
   });
 }
 
+// With more ranks than CPUs, the pipelined algorithms hand a vector on in chunks of at
+// least 256 KiB (each hand-off may wait for a core), where with CPUs to spare the
+// pipeline's rule (bytes / 4n, from 32 KiB) cuts finer; a vector smaller than that goes as
+// one chunk. CC_CHUNK_BYTES still decides when set.
+TEST(Tuner, PipelinesWithMoreRanksThanCpusHandOnLargerChunks) {
+  constexpr size_t kOversubscribedLeast = 256 << 10;
+  const auto chunkOf = [](const comm::Communicator& comm, CollectiveKind kind, size_t bytes,
+                          Algorithm forced) {
+    collectives::Choice choice = chooseFor(comm, {kind, bytes}, forced);
+    EXPECT_EQ(choice.algorithm, forced) << bytes;
+    return choice.chunkBytes;
+  };
+  for (int nranks : {4, 8}) {
+    onHostOf(2, nranks, [&](const comm::Communicator& comm) {
+      for (size_t bytes = size_t{16} << 10; bytes <= (size_t{4} << 20); bytes *= 4) {
+        // The reduce's own choice there (expectRingReducesFrom16KiB).
+        collectives::Choice reduce = chooseFor(comm, {CollectiveKind::kReduce, bytes});
+        EXPECT_EQ(reduce.algorithm, Algorithm::kRing) << bytes;
+        EXPECT_GE(reduce.chunkBytes, kOversubscribedLeast) << bytes;
+        for (Algorithm pipelined : {Algorithm::kRing, Algorithm::kTree}) {
+          EXPECT_GE(chunkOf(comm, CollectiveKind::kAllReduce, bytes, pipelined),
+                    kOversubscribedLeast)
+              << bytes;
+          EXPECT_GE(chunkOf(comm, CollectiveKind::kBroadcast, bytes, pipelined),
+                    kOversubscribedLeast)
+              << bytes;
+        }
+      }
+      // The direct algorithms keep their own blocks, and the all-reduce stays direct.
+      EXPECT_EQ(chooseFor(comm, {CollectiveKind::kAllReduce, 1 << 20}).algorithm,
+                Algorithm::kDirect);
+      // CC_CHUNK_BYTES (the forced chunk) still decides.
+      collectives::CollectiveArgs args;
+      args.kind = CollectiveKind::kReduce;
+      args.type = ccFloat32;
+      args.count = (1 << 20) / sizeof(float);
+      EXPECT_EQ(collectives::choose(comm, args, Algorithm::kRing, 32 << 10).chunkBytes,
+                size_t{32} << 10);
+    });
+  }
+  // As many CPUs as ranks: the pipeline's rule, 1 MiB / (4 x 4) = 64 KiB, and 32 KiB
+  // below 512 KiB.
+  onHostOf(16, 4, [&](const comm::Communicator& comm) {
+    EXPECT_EQ(chunkOf(comm, CollectiveKind::kReduce, 1 << 20, Algorithm::kRing), size_t{64} << 10);
+    EXPECT_EQ(chunkOf(comm, CollectiveKind::kBroadcast, 256 << 10, Algorithm::kTree),
+              size_t{32} << 10);
+  });
+}
+
 // Ranks on one machine (they share memory, so direct runs) planned by a file of two
 // hosts of 16 and 2 CPUs: three ranks on the first, one on the second, which alone has
 // more ranks than CPUs. The CPU rules must not split them (onTopology checks that all
