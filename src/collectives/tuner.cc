@@ -68,7 +68,7 @@ constexpr size_t kOneShotBytes = 64 << 10;
 //   a vector into chunks of at least kOversubscribedMinChunkBytes, not kMinChunkBytes.
 //   Each chunk is a hand-off from one rank to the next, and with fewer cores than ranks a
 //   hand-off wakes a rank that may wait for a core. Back-to-back np=8 ring reduces, the old
-//   and the new chunks alternating: 0.60-0.91 of the old time per call from 64 KiB to
+//   and the new chunks alternating: 0.59-0.91 of the old time per call from 64 KiB to
 //   1 MiB (the slowest rank's loop); beside Open MPI (cc-bench -a 1, three runs) np=8
 //   reduce's medians went from 0.78-1.60x to 0.93-2.85x over 64 KiB-4 MiB, np=4's moved
 //   within the runs' spread; forced ring and tree all-reduces and broadcasts 0.54-1.06 of
