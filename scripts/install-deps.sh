@@ -21,11 +21,11 @@ packages=(
   libyaml-cpp-dev                            # cc-train --config files
   libhwloc-dev libibverbs-dev                # topology discovery: cores, caches, NUMA, NICs
   libucx-dev                                 # the UCX transport
+  libgloo-dev                                # Gloo, cc-bench's second peer (its test runs both peers)
 )
 # ./scripts/install-deps.sh --demo adds the peers the demo compares against.
 if [ "${1:-}" = "--demo" ]; then
   packages+=(
-    libgloo-dev                              # Gloo, the second peer of cc-bench
     libopenblas0-pthread                     # PyTorch's OpenBLAS for the training comparison
   )
 fi

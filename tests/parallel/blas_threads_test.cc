@@ -27,13 +27,19 @@ struct Shape {
   int m, n, k;
 };
 
-// Shapes that the threads cut: along the rows, along the columns, ragged at the last band,
-// a last band wider than the others ({257, 256, 272}: 128 + 129 rows, at 2 and 3 threads),
-// and bands of 8.5-9.2 million multiply-adds (the least a band may have is 8.4): later
-// OpenBLAS builds send float GEMMs below 7.3 million with alpha 1 and beta 0 to another
-// kernel, and {96, 480, 600} (k above 512) would then give other bits.
-const Shape kShapes[] = {{1000, 200, 130}, {200, 1000, 130}, {256, 768, 1024},
-                         {77, 3000, 120},  {96, 480, 600},   {257, 256, 272}};
+// Shapes that the threads cut (along the rows; at 3 threads into `bands`): a last band
+// narrower than the others ({1000, 200, 130}: 336 + 336 + 328 rows; {256, 768, 1024}: 96 +
+// 96 + 64), wider and ragged ({300, 700, 130}: 96 + 96 + 108), two bands where three would
+// carry too little ({200, 1000, 130}: 96 + 104; {400, 256, 272}: 240 + 160), and k above
+// 512 ({96, 480, 600}: 48 + 48). Bands of 8.5-13.8 million multiply-adds (the least a band
+// may have is 8.4): later OpenBLAS builds send float GEMMs below 7.3 million with alpha 1
+// and beta 0 to another kernel.
+struct CutShape {
+  Shape shape;
+  int bands;
+};
+const CutShape kShapes[] = {{{1000, 200, 130}, 3}, {{200, 1000, 130}, 2}, {{256, 768, 1024}, 3},
+                            {{300, 700, 130}, 3},  {{96, 480, 600}, 2},   {{400, 256, 272}, 2}};
 
 struct Scale {
   double alpha, beta;
@@ -67,9 +73,10 @@ std::vector<T> product(int threads, Op opA, Op opB, const Shape& s, const Scale&
 
 template <typename T>
 void expectSameBitsAtAnyThreadCount() {
-  for (const Shape& shape : kShapes) {
+  for (const CutShape& cut : kShapes) {
+    const Shape& shape = cut.shape;
     const auto bands = gemmBands(3, shape.m, shape.n, shape.k);
-    ASSERT_EQ(bands.count, shape.m == 257 ? 2 : 3) << shape.m << "x" << shape.n;
+    ASSERT_EQ(bands.count, cut.bands) << shape.m << "x" << shape.n;
     for (const Scale& scale : kScales) {
       for (Op opA : {Op::kNone, Op::kTranspose}) {
         for (Op opB : {Op::kNone, Op::kTranspose}) {
@@ -96,22 +103,21 @@ TEST(BlasThreads, DoubleGemmBitsDoNotDependOnTheThreadCount) {
   expectSameBitsAtAnyThreadCount<double>();
 }
 
-// Whether two bands, each at least kGemmBandAlign wide and carrying the least work worth a
-// thread, fit the side.
+// Whether two bands of rows, each at least kGemmBandAlign high and carrying the least work
+// worth a thread, fit C.
 bool twoBandsFit(int m, int n, int k) {
-  const int side = std::max(m, n);
-  const int half = side / 2 / layers::kGemmBandAlign * layers::kGemmBandAlign;
+  const int half = m / 2 / layers::kGemmBandAlign * layers::kGemmBandAlign;
   return half >= layers::kGemmBandAlign &&
-         static_cast<double>(half) * std::min(m, n) * k >= layers::kMinBandMultiplyAdds;
+         static_cast<double>(half) * n * k >= layers::kMinBandMultiplyAdds;
 }
 
-// Every band but the last is as wide as the first, aligned; the last takes the rest of the
-// side and is neither empty nor a whole band wider than the others; no band is narrower
-// than the alignment or carries less than the least work worth a thread; and a GEMM left
-// whole could not be cut in two.
+// Every band but the last has as many rows as the first, aligned; the last takes the rest
+// of C's rows and is neither empty nor a whole band larger than the others; no band has
+// fewer rows than the alignment or less than the least work worth a thread; and a GEMM
+// left whole could not be cut in two.
 void expectBandsCover(int threads, int m, int n, int k) {
   const auto bands = layers::gemmBands(threads, m, n, k);
-  const int side = std::max(m, n);
+  const int side = m;
   ASSERT_GE(bands.count, 1);
   ASSERT_LE(bands.count, threads);
   if (bands.count == 1) {
@@ -126,7 +132,7 @@ void expectBandsCover(int threads, int m, int n, int k) {
   EXPECT_LT(last, bands.width + layers::kGemmBandAlign * bands.count);
   const int narrowest = std::min(last, bands.width);
   EXPECT_GE(narrowest, layers::kGemmBandAlign);
-  EXPECT_GE(static_cast<double>(narrowest) * std::min(m, n) * k, layers::kMinBandMultiplyAdds);
+  EXPECT_GE(static_cast<double>(narrowest) * n * k, layers::kMinBandMultiplyAdds);
 }
 
 TEST(BlasThreads, BandsCoverTheSideAndCarryEnoughWork) {
@@ -146,9 +152,10 @@ TEST(BlasThreads, SmallGemmsAreNotCut) {
   EXPECT_EQ(gemmBands(1, 1024, 1024, 1024).count, 1);
   EXPECT_EQ(gemmBands(4, 128, 128, 64).count, 1);  // 10^6 multiply-adds
   EXPECT_EQ(gemmBands(4, 1024, 256, 256).count, 4);
-  EXPECT_EQ(gemmBands(2, 256, 256, 200).count, 1);    // two bands of 6.6 million
-  EXPECT_EQ(gemmBands(3, 257, 256, 272).width, 128);  // 144 would leave 113 rows, too few
-  EXPECT_EQ(gemmBands(4, 40, 40, 4096).count, 1);     // no side holds two aligned bands
+  EXPECT_EQ(gemmBands(2, 256, 256, 200).count, 1);    // 144 + 112 rows: 5.7 million in the last
+  EXPECT_EQ(gemmBands(3, 400, 256, 272).width, 240);  // 192 would leave 16 rows, too few
+  EXPECT_EQ(gemmBands(4, 40, 4096, 4096).count, 1);   // 40 rows hold no two aligned bands
+  EXPECT_EQ(gemmBands(4, 64, 100000, 64).count, 1);   // nor 64: C's columns are not cut
 }
 
 // A part that asks the pool for more threads (on the caller or on a worker) gets false and
@@ -168,7 +175,7 @@ TEST(BlasThreads, ANestedCallRunsNothingAndGemmStaysWhole) {
   EXPECT_EQ(nestedTaken.load(), 0);
   EXPECT_EQ(nestedRan.load(), 0);
 
-  const Shape s = kShapes[0];
+  const Shape s = kShapes[0].shape;
   const auto a = randomValues<float>(static_cast<size_t>(s.m) * s.k, 1);
   const auto b = randomValues<float>(static_cast<size_t>(s.k) * s.n, 2);
   std::vector<float> whole(static_cast<size_t>(s.m) * s.n);

@@ -1,8 +1,9 @@
 // Row-major GEMM through CBLAS (OpenBLAS), overloaded on the scalar so the layers can be
 // templates: C = alpha * op(A) op(B) + beta * C. With more than one compute thread
-// (setBlasThreads) a large GEMM is cut along the longer of C's two sides into one band a
-// thread, each its own single-threaded GEMM: every element of C still sums over k in the
-// same order, so the bits do not depend on the thread count. One band a thread, not more:
+// (setBlasThreads) a large GEMM is cut along C's rows into one band a thread, each its own
+// single-threaded GEMM: every element of C still sums over k in the same order, and each
+// band's rows meet the kernel's tiles where the uncut call's do, so the bits do not depend
+// on the thread count (kGemmBandAlign below). One band a thread, not more:
 // each band packs the other operand again (four bands a thread ran 6–9% slower than one,
 // two ranks of 2 threads on 2 cores). A thread that has not woken by the time the caller is
 // done with its own band leaves its band to the caller (runPartsAtOnce); where the pool is
@@ -42,22 +43,27 @@ inline void blasGemm(Op opA, Op opB, int m, int n, int k, double alpha, const do
 // and beta 0 below 28 * 512^2 (its direct kernel, interface/gemm.c). A band above both
 // takes the blocked kernel, as the uncut call does.
 inline constexpr double kMinBandMultiplyAdds = 1 << 23;
-// Bands are a multiple of this many rows or columns, so that no band but the last has a
-// ragged edge for the BLAS kernel, and the last is at least this wide (a band one line
-// wide could go to GEMV).
-inline constexpr int kGemmBandAlign = 16;
+// Bands are a multiple of this many rows, and the last is at least this many (a band one
+// row high could go to GEMV). A row-major C is the transpose of what OpenBLAS computes, so
+// C's rows are its kernels' "n" side, which they take in tiles of 4, 8, 12 or 16 (0.3.21's
+// x86-64 cores: 12 for single precision on Haswell and Zen, the kernels Debian's build picks
+// on AMD EPYC with AVX-512 too): with bands a multiple of 48 every tile of a band is a tile
+// of the uncut call. At 16 rows the Haswell kernel's bits differed (rows next to each cut,
+// `BlasThreads.*BitsDoNotDependOnTheThreadCount` on such a guest). C's columns, its "m"
+// side, are not cut: there the Haswell kernel's bits differed at every alignment tried,
+// 8 to 96 columns, on 1100x1050x140 (a probe of cblas_sgemm bands against one call).
+inline constexpr int kGemmBandAlign = 48;
 
-// How gemm cuts C along its longer side: `count` bands of `width` rows or columns but the
-// last, which takes the rest (narrower or, by less than 16 a band, wider). A count of 1 is no
-// cut.
+// How gemm cuts C's rows: `count` bands of `width` rows but the last, which takes the rest
+// (fewer or, by less than 48 a band, more). A count of 1 is no cut.
 struct GemmBands {
   int count;
   int width;
 };
 
 inline GemmBands gemmBands(int threads, int m, int n, int k) {
-  const int side = std::max(m, n);
-  const double multiplyAddsPerLine = static_cast<double>(std::min(m, n)) * k;
+  const int side = m;
+  const double multiplyAddsPerLine = static_cast<double>(n) * k;
   const auto enough = [&](int lines) {
     return lines >= kGemmBandAlign && lines * multiplyAddsPerLine >= kMinBandMultiplyAdds;
   };
@@ -81,22 +87,14 @@ void gemm(Op opA, Op opB, int m, int n, int k, T alpha, const T* a, int lda, con
     blasGemm(opA, opB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-  const bool alongRows = m >= n;
-  const int side = alongRows ? m : n;
   const bool ran = runPartsAtOnce(bands.count, [&](int part) {
     const int begin = part * bands.width;
-    const int count = part == bands.count - 1 ? side - begin : bands.width;
+    const int count = part == bands.count - 1 ? m - begin : bands.width;
     const size_t at = static_cast<size_t>(begin);
-    if (alongRows) {
-      // Rows of op(A): row `begin` of A, or column `begin` of A stored transposed.
-      const T* aBand = opA == Op::kNone ? a + at * static_cast<size_t>(lda) : a + at;
-      blasGemm(opA, opB, count, n, k, alpha, aBand, lda, b, ldb, beta,
-               c + at * static_cast<size_t>(ldc), ldc);
-    } else {
-      // Columns of op(B): column `begin` of B, or row `begin` of B stored transposed.
-      const T* bBand = opB == Op::kNone ? b + at : b + at * static_cast<size_t>(ldb);
-      blasGemm(opA, opB, m, count, k, alpha, a, lda, bBand, ldb, beta, c + at, ldc);
-    }
+    // Rows of op(A): row `begin` of A, or column `begin` of A stored transposed.
+    const T* aBand = opA == Op::kNone ? a + at * static_cast<size_t>(lda) : a + at;
+    blasGemm(opA, opB, count, n, k, alpha, aBand, lda, b, ldb, beta,
+             c + at * static_cast<size_t>(ldc), ldc);
   });
   if (!ran) blasGemm(opA, opB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
