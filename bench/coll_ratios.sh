@@ -8,7 +8,8 @@
 #
 #   bench/coll_ratios.sh [runs=3] [max-bytes=64M] [rank-counts="2 4"] [min-bytes=64K] [cc-flags]
 #
-# cc-flags go to cc-bench for cc's rows only, e.g. "-R 1" (cc on registered buffers); cc's
+# cc-flags go to cc-bench, e.g. "-R 1" (cc on registered buffers; -a, the way the ranks' times
+# combine, reaches the peers too); cc's
 # environment too (CC_SHM_USE_CMA=1 ...: Open MPI reads none of it). COLLECTIVES="broadcast
 # allgather" measures only those.
 # Two tables come from the same runs: out of place, then in place for the collectives that

@@ -23,7 +23,7 @@ packages=(
   libucx-dev                                 # the UCX transport
   libgloo-dev                                # Gloo, cc-bench's second peer (its test runs both peers)
 )
-# ./scripts/install-deps.sh --demo adds the peers the demo compares against.
+# ./scripts/install-deps.sh --demo adds what the demo's training comparison needs.
 if [ "${1:-}" = "--demo" ]; then
   packages+=(
     libopenblas0-pthread                     # PyTorch's OpenBLAS for the training comparison

@@ -89,10 +89,11 @@ import xml.etree.ElementTree as ET
 rows = json.load(open(sys.argv[1]))
 assert len(rows) == 16, f"json: {len(rows)} rows, expected 16 (8 sizes x 2 placements)"
 keys = {"system", "collective", "bytes", "count", "type", "op", "root", "inplace",
-        "time_us", "algbw", "busbw", "wrong"}
+        "time_us", "average", "algbw", "busbw", "wrong"}
 for row in rows:
     assert keys <= row.keys(), f"json row lacks {keys - row.keys()}"
     assert row["system"] == "cc" and row["wrong"] == 0 and row["time_us"] > 0
+    assert row["average"] == 1, "the default -a is nccl-tests' 1"
 table = list(csv.DictReader(open(sys.argv[2])))
 assert len(table) == 16, f"csv: {len(table)} rows"
 assert keys <= set(table[0].keys())
@@ -107,8 +108,21 @@ if [[ $peers == 1 ]]; then
   # The peers report their per-call tails too: 1 + 3 x 3 numeric columns per size.
   awk '/^# per-call time/ { on = 1; next } on && /^ *[0-9]/ { rows++; if (NF != 10 || $0 ~ /N\/A/) bad = 1 }
        END { exit bad || rows != 6 }' "$work/allreduce_peers.txt" || fail "peers: latency table"
-  # The peers take -a too (cc-bench passes it on).
-  run reduce_peers_rank0 4 reduce -np 2 -b 8 -e 512 -f 4 -c 1 --peer mpi,gloo -a 0
+  # The peers take -a too (cc-bench passes it on): both report rows, none is left out
+  # with a note, and every row says -a 0.
+  run reduce_peers_rank0 4 reduce -np 2 -b 8 -e 512 -f 4 -c 1 --peer mpi,gloo -a 0 \
+    --json "$work/peers_rank0.json"
+  if grep -q '^# note:' "$work/reduce_peers_rank0.txt"; then
+    fail "peers -a 0: $(grep '^# note:' "$work/reduce_peers_rank0.txt")"
+  fi
+  python3 - "$work/peers_rank0.json" <<'EOF' || fail "peers -a 0 rows"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+systems = {r["system"] for r in rows}
+assert systems == {"cc", "mpi", "gloo"}, f"systems {systems}"
+assert all(r["average"] == 0 and r["wrong"] == 0 for r in rows), "a row without -a 0 or with wrong elements"
+print("ok: peers take -a")
+EOF
   python3 - "$work/peers.json" <<'EOF' || fail "peer rows"
 import json, sys
 rows = json.load(open(sys.argv[1]))

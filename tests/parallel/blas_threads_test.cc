@@ -153,7 +153,7 @@ TEST(BlasThreads, SmallGemmsAreNotCut) {
   EXPECT_EQ(gemmBands(4, 128, 128, 64).count, 1);  // 10^6 multiply-adds
   EXPECT_EQ(gemmBands(4, 1024, 256, 256).count, 4);
   EXPECT_EQ(gemmBands(2, 256, 256, 200).count, 1);    // 144 + 112 rows: 5.7 million in the last
-  EXPECT_EQ(gemmBands(3, 400, 256, 272).width, 240);  // 192 would leave 16 rows, too few
+  EXPECT_EQ(gemmBands(3, 400, 256, 272).width, 240);  // 3 x 144 leaves 112 rows, 7.8 M
   EXPECT_EQ(gemmBands(4, 40, 4096, 4096).count, 1);   // 40 rows hold no two aligned bands
   EXPECT_EQ(gemmBands(4, 64, 100000, 64).count, 1);   // nor 64: C's columns are not cut
 }

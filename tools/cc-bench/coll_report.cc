@@ -311,17 +311,18 @@ bool writeCollJson(const CollReport& report, const std::string& path, std::strin
   fmt::print(file, "[\n");
   for (size_t i = 0; i < rows.size(); ++i) {
     const FlatRow& r = rows[i];
-    fmt::print(file,
-               "  {{\"system\": \"{}\", \"collective\": \"{}\", \"nranks\": {}, \"bytes\": {}, "
-               "\"count\": {}, \"type\": \"{}\", \"op\": \"{}\", \"root\": {}, \"inplace\": {}, "
-               "\"time_us\": {}, \"algbw\": {}, \"busbw\": {}, \"wrong\": {}}}{}\n",
-               r.system->name, coll::collectiveName(o.collective), report.nranks,
-               r.row->shape.rowBytes, r.row->shape.rowElems, coll::dataTypeName(o.type),
-               redopName(o), rootColumn(o), r.inPlace ? "true" : "false", number(r.timing->timeUs),
-               number(algBandwidth(r.row->shape, *r.timing)),
-               number(busBandwidth(report, r.row->shape, *r.timing)),
-               r.timing->wrong < 0 ? std::string("null") : fmt::format("{}", r.timing->wrong),
-               i + 1 < rows.size() ? "," : "");
+    fmt::print(
+        file,
+        "  {{\"system\": \"{}\", \"collective\": \"{}\", \"nranks\": {}, \"bytes\": {}, "
+        "\"count\": {}, \"type\": \"{}\", \"op\": \"{}\", \"root\": {}, \"inplace\": {}, "
+        "\"time_us\": {}, \"average\": {}, \"algbw\": {}, \"busbw\": {}, \"wrong\": {}}}{}\n",
+        r.system->name, coll::collectiveName(o.collective), report.nranks, r.row->shape.rowBytes,
+        r.row->shape.rowElems, coll::dataTypeName(o.type), redopName(o), rootColumn(o),
+        r.inPlace ? "true" : "false", number(r.timing->timeUs), o.average,
+        number(algBandwidth(r.row->shape, *r.timing)),
+        number(busBandwidth(report, r.row->shape, *r.timing)),
+        r.timing->wrong < 0 ? std::string("null") : fmt::format("{}", r.timing->wrong),
+        i + 1 < rows.size() ? "," : "");
   }
   fmt::print(file, "]\n");
   return closeWritten(file, path, error);
@@ -333,13 +334,14 @@ bool writeCollCsv(const CollReport& report, const std::string& path, std::string
   const CollOptions& o = *report.options;
   fmt::print(
       file,
-      "system,collective,nranks,bytes,count,type,op,root,inplace,time_us,algbw,busbw,wrong\n");
+      "system,collective,nranks,bytes,count,type,op,root,inplace,time_us,average,algbw,busbw,"
+      "wrong\n");
   for (const FlatRow& r : flatRows(report)) {
-    fmt::print(file, "{},{},{},{},{},{},{},{},{},{:.3f},{:.6f},{:.6f},{}\n", r.system->name,
+    fmt::print(file, "{},{},{},{},{},{},{},{},{},{:.3f},{},{:.6f},{:.6f},{}\n", r.system->name,
                coll::collectiveName(o.collective), report.nranks, r.row->shape.rowBytes,
                r.row->shape.rowElems, coll::dataTypeName(o.type), redopName(o), rootColumn(o),
-               r.inPlace ? 1 : 0, r.timing->timeUs, algBandwidth(r.row->shape, *r.timing),
-               busBandwidth(report, r.row->shape, *r.timing),
+               r.inPlace ? 1 : 0, r.timing->timeUs, o.average,
+               algBandwidth(r.row->shape, *r.timing), busBandwidth(report, r.row->shape, *r.timing),
                r.timing->wrong < 0 ? std::string() : fmt::format("{}", r.timing->wrong));
   }
   return closeWritten(file, path, error);
