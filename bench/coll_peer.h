@@ -222,7 +222,7 @@ CallTimes timeRow(Backend& backend, const PeerOptions& options, const Shape& sha
   }
   // Every rank's own mean, gathered through the element-wise max (the others' slots are 0).
   std::vector<double> perRank(static_cast<size_t>(nranks), 0.0);
-  perRank[static_cast<size_t>(rank)] = meanSeconds(seconds);
+  perRank[static_cast<size_t>(rank)] = meanSeconds(seconds.data(), seconds.size());
   backend.maxToRoot(perRank);
   backend.maxToRoot(seconds);
   return summarizeRow(std::move(seconds), perRank, options.average);

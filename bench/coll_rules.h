@@ -123,15 +123,20 @@ inline const char* averageName(int average) {
   return average >= 0 && average <= 3 ? kNames[average] : "?";
 }
 
+// The mean of `count` times from `first` (0 for none): a rank's own mean call.
+inline double meanSeconds(const double* first, size_t count) {
+  double total = 0;
+  for (size_t i = 0; i < count; ++i) total += first[i];
+  return count == 0 ? 0 : total / static_cast<double>(count);
+}
+
 // The row's time from every rank's own mean call (seconds, one per rank, rank 0 first), in
 // microseconds.
 inline double rankTimeUs(const std::vector<double>& perRank, int average) {
   if (perRank.empty()) return -1;
   double value = perRank[0];
   if (average == static_cast<int>(Average::Mean)) {
-    double total = 0;
-    for (double t : perRank) total += t;
-    value = total / static_cast<double>(perRank.size());
+    value = meanSeconds(perRank.data(), perRank.size());
   } else if (average == static_cast<int>(Average::Min)) {
     value = *std::min_element(perRank.begin(), perRank.end());
   } else if (average == static_cast<int>(Average::Max)) {
@@ -140,25 +145,16 @@ inline double rankTimeUs(const std::vector<double>& perRank, int average) {
   return value * 1e6;
 }
 
-// A rank's own mean call, in seconds.
-inline double meanSeconds(const std::vector<double>& seconds) {
-  double total = 0;
-  for (double s : seconds) total += s;
-  return seconds.empty() ? 0 : total / static_cast<double>(seconds.size());
-}
-
 // From per-iteration seconds; p50 and p99 are the nearest-rank percentiles.
 inline CallTimes summarizeCalls(std::vector<double> seconds) {
   CallTimes t;
   if (seconds.empty()) return t;
   std::sort(seconds.begin(), seconds.end());
-  double total = 0;
-  for (double s : seconds) total += s;
   auto rank = [&](double q) {
     size_t index = static_cast<size_t>(std::ceil(q * static_cast<double>(seconds.size())));
     return seconds[std::min(seconds.size(), std::max<size_t>(index, 1)) - 1] * 1e6;
   };
-  t.meanUs = total / static_cast<double>(seconds.size()) * 1e6;
+  t.meanUs = meanSeconds(seconds.data(), seconds.size()) * 1e6;
   t.p50Us = rank(0.50);
   t.p99Us = rank(0.99);
   t.worstUs = seconds.back() * 1e6;

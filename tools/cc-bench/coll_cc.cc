@@ -114,14 +114,14 @@ Timing gatherTiming(std::vector<double> samples, int64_t wrong, int rank, int nr
     return {};
   }
   std::vector<double> slowest(samples.begin(), samples.end() - 1);
-  std::vector<double> perRank{coll::meanSeconds(slowest)};
+  std::vector<double> perRank{coll::meanSeconds(slowest.data(), slowest.size())};
   int64_t totalWrong = wrong;
   std::vector<double> theirs(count);
   for (int peer = 1; peer < nranks; ++peer) {
     checkCc(ccRecv(theirs.data(), count, ccFloat64, peer, comm, nullptr), comm,
             fmt::format("ccRecv of rank {}'s timings", peer));
     for (size_t i = 0; i + 1 < count; ++i) slowest[i] = std::max(slowest[i], theirs[i]);
-    perRank.push_back(coll::meanSeconds(std::vector<double>(theirs.begin(), theirs.end() - 1)));
+    perRank.push_back(coll::meanSeconds(theirs.data(), count - 1));  // not the wrong count
     if (totalWrong >= 0) totalWrong += static_cast<int64_t>(theirs[count - 1]);
   }
   return timingOf(coll::summarizeRow(std::move(slowest), perRank, average), totalWrong);

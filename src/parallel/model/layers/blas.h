@@ -62,21 +62,19 @@ struct GemmBands {
 };
 
 inline GemmBands gemmBands(int threads, int m, int n, int k) {
-  const int side = m;
   const double multiplyAddsPerLine = static_cast<double>(n) * k;
   const auto enough = [&](int lines) {
     return lines >= kGemmBandAlign && lines * multiplyAddsPerLine >= kMinBandMultiplyAdds;
   };
-  for (int count = std::min(threads, side / kGemmBandAlign); count > 1; --count) {
+  for (int count = std::min(threads, m / kGemmBandAlign); count > 1; --count) {
     // Bands rounded up to the alignment (the last is the narrowest), or else down (the
     // last is the widest), whichever leaves every band enough work.
-    const int up =
-        ((side + count - 1) / count + kGemmBandAlign - 1) / kGemmBandAlign * kGemmBandAlign;
-    if (enough(side - (count - 1) * up)) return {count, up};
-    const int down = side / count / kGemmBandAlign * kGemmBandAlign;
+    const int up = ((m + count - 1) / count + kGemmBandAlign - 1) / kGemmBandAlign * kGemmBandAlign;
+    if (enough(m - (count - 1) * up)) return {count, up};
+    const int down = m / count / kGemmBandAlign * kGemmBandAlign;
     if (enough(down)) return {count, down};
   }
-  return {1, side};
+  return {1, m};
 }
 
 template <typename T>
