@@ -7,7 +7,7 @@
 #
 #   bench/busy_tail.sh [runs=3] [busy=1] [iterations=200]
 #
-# cc runs with its defaults (CC_SPIN_US 20, CC_SPIN_YIELD auto) unless the caller's
+# cc runs with its defaults (CC_SPIN_US and CC_SPIN_YIELD auto) unless the caller's
 # environment sets them: a training job does not tune them either.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +29,7 @@ for run in $(seq 1 "$runs"); do
 done
 
 echo "# np=2 all-reduce beside $busy busy process(es), $iterations calls a size, $runs runs;"
-echo "# us, median over the runs [each run]; CC_SPIN_US=${CC_SPIN_US:-20} CC_SPIN_YIELD=${CC_SPIN_YIELD:-auto}"
+echo "# us, median over the runs [each run]; CC_SPIN_US=${CC_SPIN_US:-auto} CC_SPIN_YIELD=${CC_SPIN_YIELD:-auto}"
 printf '| %s | %s | %s | %s | %s | %s | %s |\n' size "cc p50" "MPI p50" "cc p99" "MPI p99" \
   "cc worst" "MPI worst"
 echo "|---|---|---|---|---|---|---|"

@@ -11,9 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
 export CC_SOCKET_IFNAME=${CC_SOCKET_IFNAME:-lo}
-# Spin 1 ms before sleeping (default 20 us): Open MPI spins without limit, and a futex
-# wake-up costs ~40 us on these guests.
-export CC_SPIN_US=${CC_SPIN_US:-1000}
+# cc runs with its defaults throughout (CC_SPIN_US and CC_SPIN_YIELD auto): a training job
+# does not tune them either, and a faster row from a longer spin would measure the setting.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 bench=build/bin/cc-bench
@@ -40,19 +39,19 @@ done
 # at np=8 (more ranks than cores) from 8 KiB, with both systems' defaults: medians and
 # every run's ratio (bench/coll_ratios.sh).
 echo "=== every collective, cc / Open MPI bus bandwidth, np=2 and np=4"
-env -u CC_SPIN_US bench/coll_ratios.sh "$runs"
+bench/coll_ratios.sh "$runs"
 echo "=== every collective, cc / Open MPI bus bandwidth, np=8"
-env -u CC_SPIN_US bench/coll_ratios.sh "$runs" 8M 8 8K
+bench/coll_ratios.sh "$runs" 8M 8 8K
 echo "=== every collective, cc on registered buffers (-R 1) / Open MPI, np=2 and np=4"
-env -u CC_SPIN_US bench/coll_ratios.sh "$runs" 64M "2 4" 64K "-R 1"
+bench/coll_ratios.sh "$runs" 64M "2 4" 64K "-R 1"
 # Against each of Open MPI's coll_tuned algorithms in turn, the best per size.
 echo "=== every collective, cc / Open MPI's best coll_tuned algorithm, np=2"
-env -u CC_SPIN_US bench/coll_tuned_best.sh "$runs" 2 64K 64M
+bench/coll_tuned_best.sh "$runs" 2 64K 64M
 echo "=== the same, cc on registered buffers"
-env -u CC_SPIN_US bench/coll_tuned_best.sh "$runs" 2 64K 64M "-R 1"
-# Under load, with cc's defaults (not the 1 ms spin above): per-call p50, p99 and worst
+bench/coll_tuned_best.sh "$runs" 2 64K 64M "-R 1"
+# Under load: per-call p50, p99 and worst
 # of np=2 all-reduce beside one busy process, at 8 B, 64 KiB, 1 MiB and 16 MiB.
 echo "=== np=2 all-reduce beside one busy process, per-call times"
-env -u CC_SPIN_US bench/busy_tail.sh "$runs"
+bench/busy_tail.sh "$runs"
 echo "=== memcpy (the memory-bandwidth yardstick)"
 $bench p2p -np 2 -b 1M -e 256M -f 16 --transport shm | grep -iE "memcpy|size" | head -20

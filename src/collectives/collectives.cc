@@ -7,6 +7,7 @@
 #include "collectives/collective.h"
 #include "collectives/direct.h"
 #include "collectives/tuner.h"
+#include "core/copy.h"
 #include "core/log.h"
 
 namespace cc::collectives {
@@ -252,7 +253,17 @@ Status runCollective(comm::Communicator& comm, const CollectiveArgs& args) {
   comm.recorder().begin(sequence, collectiveName(args.kind), algorithmName(choice.algorithm), -1,
                         args.count * dataTypeSize(args.type), startNs);
   Context ctx(comm, args, choice.chunkBytes);
+  // The copy kernel for this call: the loop or memcpy, whichever this communicator's calls
+  // of this kind and size found faster lately (core/copy.h, CopyChooser). All-to-allv's
+  // sizes differ between ranks: it keeps the process's kernel.
+  const size_t bytes =
+      args.kind == CollectiveKind::kAllToAllv ? 0 : args.count * dataTypeSize(args.type);
+  CopyChooser& copies = comm.copyChooser(static_cast<int>(args.kind));
+  const int kernel = copyKernelIsAuto() ? copies.pick(bytes) : -1;
+  const CopyKernelScope copyScope(kernel >= 0 ? CopyChooser::kernel(kernel) : nullptr);
+  const int64_t copyStartNs = kernel >= 0 ? nowNanos() : 0;
   Status status = dispatch(ctx, choice);
+  if (kernel >= 0 && status.isOk()) copies.record(kernel, bytes, nowNanos() - copyStartNs);
   comm.recorder().finish(sequence, status.isOk() ? OpState::kDone : OpState::kFailed);
   if (!status.isOk()) {
     if (!comm.aborted()) comm.markBroken(status);

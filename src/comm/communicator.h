@@ -14,6 +14,7 @@
 
 #include "comm/registry.h"
 #include "core/config.h"
+#include "core/copy.h"
 #include "core/socket.h"
 #include "core/trace.h"
 #include "core/wire.h"
@@ -144,6 +145,8 @@ class Communicator {
     bool oneShot = false;
   };
   DecisionCache& decisionCache() { return decisionCache_; }
+  // The copy kernel's choice for collectives of one kind (core/copy.h), by CollectiveKind.
+  CopyChooser& copyChooser(int kind) { return copyChoosers_[static_cast<size_t>(kind) % 8]; }
   // Rounds of the direct collectives so far (the same on every rank).
   uint64_t& directRound() { return directRound_; }
   // The last direct round this rank saw every peer start (so every peer had finished
@@ -182,6 +185,7 @@ class Communicator {
   uint64_t directSynced_ = 0;
   int algorithmOverride_ = 0;
   DecisionCache decisionCache_;
+  std::array<CopyChooser, 8> copyChoosers_{};
   std::shared_ptr<const topology::Plan> plan_;
   int ringPosition_ = 0;
   bool ringIsIdentity_ = true;

@@ -1,5 +1,7 @@
 #include "core/copy.h"
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -104,9 +106,13 @@ const Chosen& chosen() {
   return kernel;
 }
 
+thread_local CopyKernel tScopedKernel = nullptr;
+
 }  // namespace
 
-void copyBytes(void* dst, const void* src, size_t bytes) { chosen().kernel(dst, src, bytes); }
+void copyBytes(void* dst, const void* src, size_t bytes) {
+  (tScopedKernel != nullptr ? tScopedKernel : chosen().kernel)(dst, src, bytes);
+}
 
 void moveBytes(void* dst, const void* src, size_t bytes) {
   const auto d = reinterpret_cast<uintptr_t>(dst);
@@ -122,5 +128,55 @@ void moveBytes(void* dst, const void* src, size_t bytes) {
 const char* copyKernelName() { return chosen().name; }
 
 CopyKernel copyKernelNamed(std::string_view name) { return named(name).kernel; }
+
+bool copyKernelIsAuto() {
+  static const bool isAuto = [] {
+    const char* forced = std::getenv("CC_COPY");
+    return forced == nullptr || *forced == '\0' || std::string_view(forced) == "auto";
+  }();
+  return isAuto;
+}
+
+CopyKernelScope::CopyKernelScope(CopyKernel kernel) : previous_(tScopedKernel) {
+  tScopedKernel = kernel;
+}
+CopyKernelScope::~CopyKernelScope() { tScopedKernel = previous_; }
+
+CopyKernel CopyChooser::kernel(int which) { return which == 0 ? chosen().kernel : copyLibc; }
+
+size_t CopyChooser::bucketOf(size_t bytes) { return static_cast<size_t>(std::bit_width(bytes)); }
+
+int CopyChooser::pick(size_t bytes) {
+  if (bytes < kMinBytes) return -1;
+  Bucket& bucket = buckets_[bucketOf(bytes)];
+  const uint32_t call = bucket.calls++;
+  if (call < kSeedCalls) return static_cast<int>(call % 2);
+  const int better = bucket.nanosPerByte[1] < bucket.nanosPerByte[0] ? 1 : 0;
+  return call % kExploreEvery == kExploreEvery - 1 ? 1 - better : better;
+}
+
+void CopyChooser::record(int kernel, size_t bytes, int64_t nanos) {
+  if (kernel < 0 || bytes < kMinBytes || nanos <= 0) return;
+  Bucket& bucket = buckets_[bucketOf(bytes)];
+  if (bucket.calls <= 2) return;  // the first call of each kernel: pages and caches are cold
+  double sample = static_cast<double>(nanos) / static_cast<double>(bytes);
+  double& average = bucket.nanosPerByte[static_cast<size_t>(kernel)];
+  if (average == 0) {
+    average = sample;
+    return;
+  }
+  // Down at once, up by a quarter of the way: a call is slower than the copy allows when
+  // its rank or a peer lost the core for a while, never faster, so the low samples say
+  // most. A call that lost its core counts at most 4x the average.
+  if (sample < average) {
+    average = sample;
+  } else {
+    average += (std::min(sample, 4 * average) - average) / 4;
+  }
+}
+
+double CopyChooser::nanosPerByte(int kernel, size_t bytes) const {
+  return buckets_[bucketOf(bytes)].nanosPerByte[static_cast<size_t>(kernel)];
+}
 
 }  // namespace cc

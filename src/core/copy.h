@@ -11,9 +11,19 @@
 // stores aligned to the vector, four vectors a step, with AVX2 where the CPU has it.
 //
 // CC_COPY=libc uses memcpy instead (read once per process).
+//
+// But on the same guests, in other hours, the loop ran 2-3x slower than memcpy in every
+// collective (np=2, 256 KiB to 4 MiB; docs/PERFORMANCE.md, "Two copies, chosen by the
+// clock"): copies between the two cores run in modes we cannot see from inside the guest,
+// and each kernel wins in one of them. So by default (CC_COPY unset or auto) a collective
+// of CopyChooser::kMinBytes or more runs with whichever of the two its own recent calls of
+// that size found faster (CopyChooser, CopyKernelScope), trying the other every
+// kExploreEvery calls.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 namespace cc {
@@ -34,5 +44,51 @@ const char* copyKernelName();
 // The kernel of that name (any size, like copyBytes), or nullptr where this CPU or build
 // lacks it: for tests and benchmarks.
 CopyKernel copyKernelNamed(std::string_view name);
+
+// Whether CC_COPY leaves the kernel to cc (unset or auto): then CopyChooser decides per call.
+bool copyKernelIsAuto();
+
+// While one lives, copyBytes on this thread uses `kernel` (nullptr: the process's).
+class CopyKernelScope {
+ public:
+  explicit CopyKernelScope(CopyKernel kernel);
+  ~CopyKernelScope();
+  CopyKernelScope(const CopyKernelScope&) = delete;
+  CopyKernelScope& operator=(const CopyKernelScope&) = delete;
+
+ private:
+  CopyKernel previous_;
+};
+
+// Picks, call by call, between the vector loop (kernel 0) and memcpy (kernel 1) for calls
+// of one kind, from the time calls of about the same size took with each: sizes go in
+// buckets of powers of two; the first kSeedCalls calls of a bucket alternate the two, then
+// the one with the lower average time per byte runs, and every kExploreEvery-th call the
+// other, so that a change of mode is noticed. The ranks of a communicator make the same
+// calls in the same order, so they try the other kernel in the same calls. Not
+// thread-safe: one per communicator and kind, used by the thread running its collectives.
+class CopyChooser {
+ public:
+  static constexpr size_t kMinBytes = 16 << 10;  // below: the loop, as without a chooser
+  static constexpr uint32_t kSeedCalls = 8;      // the first two of them are not timed
+  static constexpr uint32_t kExploreEvery = 128;
+
+  // The kernel for a call that moves `bytes` (0 or 1), or -1 below kMinBytes.
+  int pick(size_t bytes);
+  // The call that pick() answered `kernel` for took `nanos`.
+  void record(int kernel, size_t bytes, int64_t nanos);
+  // The average nanoseconds per byte seen with `kernel` for calls of `bytes`; 0 before any.
+  double nanosPerByte(int kernel, size_t bytes) const;
+  // kernel 0 or 1 as a CopyKernel.
+  static CopyKernel kernel(int which);
+
+ private:
+  struct Bucket {
+    uint32_t calls = 0;
+    std::array<double, 2> nanosPerByte{0, 0};
+  };
+  static size_t bucketOf(size_t bytes);
+  std::array<Bucket, 64> buckets_{};
+};
 
 }  // namespace cc

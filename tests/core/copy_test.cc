@@ -155,5 +155,82 @@ TEST(Copy, AnUnknownCcCopyIsAnErrorNamingIt) {
       << bad.status().message();
 }
 
+// CopyChooser (the kernel a collective copies with under CC_COPY=auto), fed made-up times:
+// kernel 0 is the vector loop, kernel 1 memcpy.
+constexpr size_t kSize = size_t{1} << 20;
+
+// Runs `calls` calls of `bytes` where kernel k takes nanos[k] a byte; returns the picks.
+std::vector<int> runCalls(CopyChooser& chooser, size_t bytes, int calls, double nanos0,
+                          double nanos1) {
+  std::vector<int> picks;
+  for (int i = 0; i < calls; ++i) {
+    const int kernel = chooser.pick(bytes);
+    picks.push_back(kernel);
+    if (kernel < 0) continue;
+    const double perByte = kernel == 0 ? nanos0 : nanos1;
+    chooser.record(kernel, bytes, static_cast<int64_t>(perByte * static_cast<double>(bytes)));
+  }
+  return picks;
+}
+
+TEST(CopyChooser, SmallCallsKeepTheProcesssKernel) {
+  CopyChooser chooser;
+  for (int pick : runCalls(chooser, CopyChooser::kMinBytes - 1, 50, 1.0, 0.1)) EXPECT_EQ(pick, -1);
+  EXPECT_EQ(CopyChooser::kernel(0), copyKernelNamed(copyKernelName()));
+  EXPECT_EQ(CopyChooser::kernel(1), copyKernelNamed("libc"));
+}
+
+TEST(CopyChooser, TriesBothThenRunsTheFasterAndNowAndThenTheOther) {
+  for (const auto& [fast, slow] : {std::pair{0, 1}, std::pair{1, 0}}) {
+    CopyChooser chooser;
+    const int calls = static_cast<int>(CopyChooser::kSeedCalls + 4 * CopyChooser::kExploreEvery);
+    const std::vector<int> picks =
+        runCalls(chooser, kSize, calls, fast == 0 ? 0.1 : 0.3, fast == 1 ? 0.1 : 0.3);
+    for (uint32_t call = 0; call < static_cast<uint32_t>(calls); ++call) {
+      int expected = fast;
+      if (call < CopyChooser::kSeedCalls) {
+        expected = static_cast<int>(call % 2);
+      } else if (call % CopyChooser::kExploreEvery == CopyChooser::kExploreEvery - 1) {
+        expected = slow;
+      }
+      ASSERT_EQ(picks[call], expected) << "call " << call << ", faster kernel " << fast;
+    }
+    EXPECT_NEAR(chooser.nanosPerByte(fast, kSize), 0.1, 1e-3);
+    EXPECT_NEAR(chooser.nanosPerByte(slow, kSize), 0.3, 1e-3);
+  }
+}
+
+TEST(CopyChooser, FollowsAChangeOfModeAtItsNextTry) {
+  CopyChooser chooser;
+  runCalls(chooser, kSize, static_cast<int>(CopyChooser::kSeedCalls + 10), 0.1, 0.3);
+  ASSERT_EQ(chooser.pick(kSize), 0);
+  chooser.record(0, kSize, static_cast<int64_t>(0.1 * kSize));
+  // Now memcpy is three times faster than the loop: the next try of memcpy shows it.
+  const std::vector<int> picks =
+      runCalls(chooser, kSize, static_cast<int>(2 * CopyChooser::kExploreEvery), 0.3, 0.1);
+  EXPECT_EQ(picks.back(), 1);
+  const auto firstMemcpy = std::find(picks.begin(), picks.end(), 1) - picks.begin();
+  EXPECT_LT(firstMemcpy, static_cast<long>(CopyChooser::kExploreEvery));
+  // From then on the loop runs only on the tries of the other kernel.
+  const auto loopsAfter = std::count(picks.begin() + firstMemcpy, picks.end(), 0);
+  EXPECT_LE(loopsAfter, static_cast<long>(picks.size() / CopyChooser::kExploreEvery + 1));
+}
+
+TEST(CopyChooser, OneSlowCallDoesNotMoveTheChoiceAndSizesDoNotMix) {
+  CopyChooser chooser;
+  runCalls(chooser, kSize, static_cast<int>(CopyChooser::kSeedCalls + 10), 0.1, 0.2);
+  // A call of the faster kernel that lost its core for 10 ms.
+  ASSERT_EQ(chooser.pick(kSize), 0);
+  chooser.record(0, kSize, static_cast<int64_t>(0.1 * kSize) + 10'000'000);
+  EXPECT_LT(chooser.nanosPerByte(0, kSize), chooser.nanosPerByte(1, kSize));
+  EXPECT_EQ(chooser.pick(kSize), 0);
+  // Four times the size is its own bucket: seeded afresh, memcpy faster there.
+  const std::vector<int> picks = runCalls(chooser, 4 * kSize, 12, 0.3, 0.1);
+  EXPECT_EQ(picks[0], 0);
+  EXPECT_EQ(picks[1], 1);
+  EXPECT_EQ(picks.back(), 1);
+  EXPECT_EQ(chooser.pick(kSize), 0);
+}
+
 }  // namespace
 }  // namespace cc
