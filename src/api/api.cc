@@ -212,7 +212,16 @@ Status launch(std::vector<GroupedOp> ops) {
     comm::OperationLocks locks(raw);
     log::ScopedRank scopedRank(raw.front()->rank());
     for (auto& [comm, args] : colls) CC_TRY(collectives::runCollective(*comm, *args));
-    return comm::execute(p2p);
+    // Point-to-point calls on one communicator copy with the kernel its recent groups of
+    // about as many bytes ran fastest with (core/copy.h); across several, the process's.
+    const bool oneComm = !p2p.empty() && std::all_of(p2p.begin(), p2p.end(), [&](const auto& op) {
+      return op.comm == p2p.front().comm;
+    });
+    size_t bytes = 0;
+    for (const PointToPoint& op : p2p) bytes += op.bytes;
+    CopyChooser* chooser =
+        oneComm ? &p2p.front().comm->copyChooser(Communicator::kGroupCopies) : nullptr;
+    return runWithChosenCopy(chooser, bytes, [&] { return comm::execute(p2p); });
   };
   if (stream == nullptr) return run();
   stream->enqueue(std::move(run), comms);
@@ -248,7 +257,10 @@ Status pointToPoint(bool isSend, const void* buffer, size_t count, int type, int
     // The common blocking call: no queue, no allocation.
     std::lock_guard lock(comm->operationMutex());
     log::ScopedRank scopedRank(comm->rank());
-    Status status = comm::execute(std::span(&op, 1));
+    CopyChooser& chooser =
+        comm->copyChooser(isSend ? Communicator::kSendCopies : Communicator::kReceiveCopies);
+    Status status =
+        runWithChosenCopy(&chooser, bytes, [&] { return comm::execute(std::span(&op, 1)); });
     if (status.isOk()) return status;
     return status.withContext(std::string(call) + " on rank " + std::to_string(comm->rank()));
   }

@@ -258,12 +258,8 @@ Status runCollective(comm::Communicator& comm, const CollectiveArgs& args) {
   // sizes differ between ranks: it keeps the process's kernel.
   const size_t bytes =
       args.kind == CollectiveKind::kAllToAllv ? 0 : args.count * dataTypeSize(args.type);
-  CopyChooser& copies = comm.copyChooser(static_cast<int>(args.kind));
-  const int kernel = copyKernelIsAuto() ? copies.pick(bytes) : -1;
-  const CopyKernelScope copyScope(kernel >= 0 ? CopyChooser::kernel(kernel) : nullptr);
-  const int64_t copyStartNs = kernel >= 0 ? nowNanos() : 0;
-  Status status = dispatch(ctx, choice);
-  if (kernel >= 0 && status.isOk()) copies.record(kernel, bytes, nowNanos() - copyStartNs);
+  Status status = runWithChosenCopy(&comm.copyChooser(static_cast<int>(args.kind)), bytes,
+                                    [&] { return dispatch(ctx, choice); });
   comm.recorder().finish(sequence, status.isOk() ? OpState::kDone : OpState::kFailed);
   if (!status.isOk()) {
     if (!comm.aborted()) comm.markBroken(status);

@@ -145,8 +145,11 @@ class Communicator {
     bool oneShot = false;
   };
   DecisionCache& decisionCache() { return decisionCache_; }
-  // The copy kernel's choice for collectives of one kind (core/copy.h), by CollectiveKind.
-  CopyChooser& copyChooser(int kind) { return copyChoosers_[static_cast<size_t>(kind) % 8]; }
+  // The copy kernel's choice (core/copy.h) for collectives of one kind, by CollectiveKind,
+  // and for blocking sends and receives (kSendCopies, kReceiveCopies) and groups of
+  // point-to-point calls on this communicator alone (kGroupCopies).
+  static constexpr int kSendCopies = 7, kReceiveCopies = 8, kGroupCopies = 9;
+  CopyChooser& copyChooser(int kind) { return copyChoosers_.at(static_cast<size_t>(kind)); }
   // Rounds of the direct collectives so far (the same on every rank).
   uint64_t& directRound() { return directRound_; }
   // The last direct round this rank saw every peer start (so every peer had finished
@@ -185,7 +188,7 @@ class Communicator {
   uint64_t directSynced_ = 0;
   int algorithmOverride_ = 0;
   DecisionCache decisionCache_;
-  std::array<CopyChooser, 8> copyChoosers_{};
+  std::array<CopyChooser, 10> copyChoosers_{};
   std::shared_ptr<const topology::Plan> plan_;
   int ringPosition_ = 0;
   bool ringIsIdentity_ = true;

@@ -1,30 +1,29 @@
 // The data path's copy: every byte a collective or a shared-memory channel moves between
-// a user buffer and staging (or a peer's buffer) goes through copyBytes.
+// a user buffer and staging (or a peer's buffer) goes through copyBytes, with one of two
+// kernels: cc's vector loop (unaligned loads, stores aligned to the vector, four vectors a
+// step, AVX2 where the CPU has it) or memcpy.
 //
-// Why not memcpy: from 2 KiB up, glibc (2.36, on the AMD EPYC KVM guests cc is developed
-// on) copies with `rep movsb`, whose speed there depends on the two addresses and swings
-// from call to call and run to run. np=2 broadcast of 256 KiB took 12 or 21 us a call
-// depending on the buffers' offsets in their pages, and the same offsets gave either in
-// different phases of one process; with glibc's own vector loop instead (its tunable
-// x86_rep_movsb_threshold raised) it took 10.6-11.3 us at every offset
-// (docs/PERFORMANCE.md, "The copy"). copyBytes is that vector loop: unaligned loads,
-// stores aligned to the vector, four vectors a step, with AVX2 where the CPU has it.
+// Neither is right everywhere. On the AMD EPYC KVM guests cc is developed on, glibc (2.36)
+// copies with `rep movsb` from 2 KiB up, and copies between the two vCPUs run in modes the
+// guest cannot see. In one, memcpy's speed depended on the buffers' offsets in their pages
+// (np=2 broadcast of 256 KiB: 12 or 21 us a call) while the loop took 10.6-11.3 us at every
+// offset (docs/PERFORMANCE.md, "The copy"); in another, the loop ran 2-4x slower than
+// memcpy in every collective and in point-to-point ("Two copies, chosen by the clock"). So
+// by default (CC_COPY unset or auto) a call of CopyChooser::kMinBytes or more (a
+// collective, a blocking send or receive, a group of point-to-point calls on one
+// communicator) runs with whichever of the two its communicator's recent calls of that
+// kind and size found faster (runWithChosenCopy), trying the other every kExploreEvery
+// calls; smaller calls use the loop.
 //
-// CC_COPY=libc uses memcpy instead (read once per process).
-//
-// But on the same guests, in other hours, the loop ran 2-3x slower than memcpy in every
-// collective (np=2, 256 KiB to 4 MiB; docs/PERFORMANCE.md, "Two copies, chosen by the
-// clock"): copies between the two cores run in modes we cannot see from inside the guest,
-// and each kernel wins in one of them. So by default (CC_COPY unset or auto) a collective
-// of CopyChooser::kMinBytes or more runs with whichever of the two its own recent calls of
-// that size found faster (CopyChooser, CopyKernelScope), trying the other every
-// kExploreEvery calls.
+// CC_COPY=avx2|sse2|libc fixes the kernel (read once per process).
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+
+#include "core/trace.h"
 
 namespace cc {
 
@@ -39,7 +38,8 @@ void copyBytes(void* dst, const void* src, size_t bytes);
 // Like memmove: the ranges may overlap (then memmove does it).
 void moveBytes(void* dst, const void* src, size_t bytes);
 
-// "avx2", "sse2" or "libc": what copyBytes uses in this process.
+// "avx2", "sse2" or "libc": what copyBytes uses in this process outside the calls a
+// CopyChooser picks for (CC_COPY, or the widest loop this CPU has).
 const char* copyKernelName();
 // The kernel of that name (any size, like copyBytes), or nullptr where this CPU or build
 // lacks it: for tests and benchmarks.
@@ -90,5 +90,18 @@ class CopyChooser {
   static size_t bucketOf(size_t bytes);
   std::array<Bucket, 64> buckets_{};
 };
+
+// Runs `work` (returning a Status) with the kernel `chooser` picks for a call that moves
+// `bytes`, and tells the chooser how long it took when it succeeded. With CC_COPY set to a
+// kernel, or a null chooser, just runs it.
+template <typename Work>
+auto runWithChosenCopy(CopyChooser* chooser, size_t bytes, Work&& work) {
+  const int kernel = chooser != nullptr && copyKernelIsAuto() ? chooser->pick(bytes) : -1;
+  const CopyKernelScope scope(kernel >= 0 ? CopyChooser::kernel(kernel) : nullptr);
+  const int64_t startNs = kernel >= 0 ? nowNanos() : 0;
+  auto status = work();
+  if (kernel >= 0 && status.isOk()) chooser->record(kernel, bytes, nowNanos() - startNs);
+  return status;
+}
 
 }  // namespace cc
