@@ -218,7 +218,8 @@ Status launch(std::vector<GroupedOp> ops) {
       return op.comm == p2p.front().comm;
     });
     size_t bytes = 0;
-    for (const PointToPoint& op : p2p) bytes += op.bytes;
+    for (const PointToPoint& op : p2p)
+      bytes = op.bytes > SIZE_MAX - bytes ? SIZE_MAX : bytes + op.bytes;
     CopyChooser* chooser =
         oneComm ? &p2p.front().comm->copyChooser(Communicator::kGroupCopies) : nullptr;
     return runWithChosenCopy(chooser, bytes, [&] { return comm::execute(p2p); });

@@ -256,6 +256,8 @@ Status runCollective(comm::Communicator& comm, const CollectiveArgs& args) {
   // The copy kernel for this call: the loop or memcpy, whichever this communicator's calls
   // of this kind and size found faster lately (core/copy.h, CopyChooser). All-to-allv's
   // sizes differ between ranks: it keeps the process's kernel.
+  static_assert(comm::Communicator::kSendCopies > static_cast<int>(CollectiveKind::kAllToAllv),
+                "the point-to-point copy choosers follow the collectives' (comm/communicator.h)");
   const size_t bytes =
       args.kind == CollectiveKind::kAllToAllv ? 0 : args.count * dataTypeSize(args.type);
   Status status = runWithChosenCopy(&comm.copyChooser(static_cast<int>(args.kind)), bytes,

@@ -146,8 +146,8 @@ class Communicator {
   };
   DecisionCache& decisionCache() { return decisionCache_; }
   // The copy kernel's choice (core/copy.h) for collectives of one kind, by CollectiveKind,
-  // and for blocking sends and receives (kSendCopies, kReceiveCopies) and groups of
-  // point-to-point calls on this communicator alone (kGroupCopies).
+  // and for blocking sends and receives (kSendCopies, kReceiveCopies) and groups or
+  // stream-ordered batches of point-to-point calls on this communicator alone (kGroupCopies).
   static constexpr int kSendCopies = 7, kReceiveCopies = 8, kGroupCopies = 9;
   CopyChooser& copyChooser(int kind) { return copyChoosers_.at(static_cast<size_t>(kind)); }
   // Rounds of the direct collectives so far (the same on every rank).

@@ -131,26 +131,33 @@ CopyKernel copyKernelNamed(std::string_view name) { return named(name).kernel; }
 
 bool copyKernelIsAuto() {
   static const bool isAuto = [] {
+    // Where the process's kernel is memcpy (no vector loop on this CPU), there is no choice.
+    if (chosen().kernel == copyLibc) return false;
     const char* forced = std::getenv("CC_COPY");
-    return forced == nullptr || *forced == '\0' || std::string_view(forced) == "auto";
+    return forced == nullptr || *forced == '\0' || std::string_view(forced) == "auto" ||
+           named(forced).kernel == nullptr;  // a kernel this CPU lacks: auto, as choose() warns
   }();
   return isAuto;
 }
 
 CopyKernelScope::CopyKernelScope(CopyKernel kernel) : previous_(tScopedKernel) {
-  tScopedKernel = kernel;
+  if (kernel != nullptr) tScopedKernel = kernel;
 }
 CopyKernelScope::~CopyKernelScope() { tScopedKernel = previous_; }
 
 CopyKernel CopyChooser::kernel(int which) { return which == 0 ? chosen().kernel : copyLibc; }
 
-size_t CopyChooser::bucketOf(size_t bytes) { return static_cast<size_t>(std::bit_width(bytes)); }
+size_t CopyChooser::bucketOf(size_t bytes) {
+  return std::min<size_t>(static_cast<size_t>(std::bit_width(bytes)), 63);
+}
 
 int CopyChooser::pick(size_t bytes) {
   if (bytes < kMinBytes) return -1;
   Bucket& bucket = buckets_[bucketOf(bytes)];
   const uint32_t call = bucket.calls++;
-  if (call < kSeedCalls) return static_cast<int>(call % 2);
+  // 0, 1, 1, 0, 0, 1, 1, 0: a workload that alternates two kinds of call in one bucket
+  // gives each kernel both.
+  if (call < kSeedCalls) return static_cast<int>((call ^ (call >> 1)) & 1);
   const int better = bucket.nanosPerByte[1] < bucket.nanosPerByte[0] ? 1 : 0;
   return call % kExploreEvery == kExploreEvery - 1 ? 1 - better : better;
 }
@@ -165,13 +172,14 @@ void CopyChooser::record(int kernel, size_t bytes, int64_t nanos) {
     average = sample;
     return;
   }
-  // Down at once, up by a quarter of the way: a call is slower than the copy allows when
-  // its rank or a peer lost the core for a while, never faster, so the low samples say
-  // most. A call that lost its core counts at most 4x the average.
+  // Down at once, up by a quarter of the way to at most 1.25x: a call is slower than the
+  // copy allows when its rank or a peer lost the core for a while, never faster, so the low
+  // samples say most, and one late call lifts the average by 6.25% at most. A kernel that
+  // really became slower climbs 6.25% a call until the other one is tried.
   if (sample < average) {
     average = sample;
   } else {
-    average += (std::min(sample, 4 * average) - average) / 4;
+    average += (std::min(sample, 1.25 * average) - average) / 4;
   }
 }
 

@@ -7,8 +7,8 @@
 // copies with `rep movsb` from 2 KiB up, and copies between the two vCPUs run in modes the
 // guest cannot see. In one, memcpy's speed depended on the buffers' offsets in their pages
 // (np=2 broadcast of 256 KiB: 12 or 21 us a call) while the loop took 10.6-11.3 us at every
-// offset (docs/PERFORMANCE.md, "The copy"); in another, the loop ran 2-4x slower than
-// memcpy in every collective and in point-to-point ("Two copies, chosen by the clock"). So
+// offset (docs/PERFORMANCE.md, "The copy"); in another, the loop ran up to 3.4x slower
+// than memcpy in every collective and 4x in point-to-point ("Two copies, chosen by the clock"). So
 // by default (CC_COPY unset or auto) a call of CopyChooser::kMinBytes or more (a
 // collective, a blocking send or receive, a group of point-to-point calls on one
 // communicator) runs with whichever of the two its communicator's recent calls of that
@@ -48,7 +48,7 @@ CopyKernel copyKernelNamed(std::string_view name);
 // Whether CC_COPY leaves the kernel to cc (unset or auto): then CopyChooser decides per call.
 bool copyKernelIsAuto();
 
-// While one lives, copyBytes on this thread uses `kernel` (nullptr: the process's).
+// While one lives, copyBytes on this thread uses `kernel` (nullptr: leaves it as it is).
 class CopyKernelScope {
  public:
   explicit CopyKernelScope(CopyKernel kernel);
@@ -64,14 +64,15 @@ class CopyKernelScope {
 // of one kind, from the time calls of about the same size took with each: sizes go in
 // buckets of powers of two; the first kSeedCalls calls of a bucket alternate the two, then
 // the one with the lower average time per byte runs, and every kExploreEvery-th call the
-// other, so that a change of mode is noticed. The ranks of a communicator make the same
-// calls in the same order, so they try the other kernel in the same calls. Not
-// thread-safe: one per communicator and kind, used by the thread running its collectives.
+// other, so that a change of mode is noticed. The ranks of a collective make the same
+// calls in the same order, so they seed and try in the same calls; each rank decides from
+// its own clock, and ranks that choose differently still copy exactly. Not thread-safe:
+// one per communicator and kind, used under the communicator's operation lock.
 class CopyChooser {
  public:
-  static constexpr size_t kMinBytes = 16 << 10;  // below: the loop, as without a chooser
-  static constexpr uint32_t kSeedCalls = 8;      // the first two of them are not timed
-  static constexpr uint32_t kExploreEvery = 128;
+  static constexpr size_t kMinBytes = 16 << 10;   // below: the loop, as without a chooser
+  static constexpr uint32_t kSeedCalls = 8;       // the first two of them are not timed
+  static constexpr uint32_t kExploreEvery = 127;  // odd: the tries alternate odd and even calls
 
   // The kernel for a call that moves `bytes` (0 or 1), or -1 below kMinBytes.
   int pick(size_t bytes);
