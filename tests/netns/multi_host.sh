@@ -108,7 +108,7 @@ if [ "$mode" = "test" ]; then
       name=algo-$algo-$dtype
       job_env=(CC_TIMEOUT_MS=20000 CC_ALGO=$algo)
       if ! run_job "$name" 2,1,3 "$bin/cc-bench" allreduce -b 8 -e 256K -f 16 -n 1 -w 0 -c 1 -d "$dtype" -o "$op"; then
-        fail "allreduce $algo $dtype $op"; tail -5 "$out/$name".*; continue
+        fail "allreduce $algo $dtype $op"; tail -n 5 "$out/$name".*; continue
       fi
       grep -q "Wrong elements *: 0 OK" "$out/$name.0" || { fail "allreduce $algo $dtype $op: wrong data"; cat "$out/$name.0"; }
     done
