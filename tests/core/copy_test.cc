@@ -273,5 +273,31 @@ TEST(CopyChooser, AScopeSetsThisThreadsKernelUntilItEnds) {
   EXPECT_EQ(to, from);
 }
 
+// With a chooser, runWithChosenCopy runs the work under the kernel the chooser picks and
+// times it: after the seed calls both kernels have an average (CC_COPY left to cc).
+TEST(CopyChooser, RunWithChosenCopyTimesEachCallUnderItsKernel) {
+  if (!copyKernelIsAuto()) GTEST_SKIP() << "CC_COPY fixes the kernel here";
+  CopyChooser chooser;
+  std::vector<uint8_t> from = pattern(kSize, 9), to(kSize);
+  for (uint32_t call = 0; call < CopyChooser::kSeedCalls; ++call) {
+    ASSERT_TRUE(runWithChosenCopy(&chooser, kSize, [&] {
+                  copyBytes(to.data(), from.data(), to.size());
+                  return Status::ok();
+                }).isOk());
+  }
+  EXPECT_GT(chooser.nanosPerByte(0, kSize), 0);
+  EXPECT_GT(chooser.nanosPerByte(1, kSize), 0);
+  EXPECT_EQ(to, from);
+  // A failed call is not timed: it says nothing about the copy.
+  CopyChooser untouched;
+  for (uint32_t call = 0; call < CopyChooser::kSeedCalls; ++call) {
+    EXPECT_FALSE(runWithChosenCopy(&untouched, kSize, [] {
+                   return Status(ccInternalError, "failed");
+                 }).isOk());
+  }
+  EXPECT_EQ(untouched.nanosPerByte(0, kSize), 0);
+  EXPECT_EQ(untouched.nanosPerByte(1, kSize), 0);
+}
+
 }  // namespace
 }  // namespace cc
