@@ -132,8 +132,9 @@ class Direct {
   //
   // `byAddress`: a send buffer that is not registered is read by the peers where it lies,
   // in this process, with process_vm_readv (one copy instead of two through staging), when
-  // CC_SHM_USE_CMA allows it. Only for collectives that copy what they read (broadcast,
-  // all-gather, all-to-all, through readInput): a reduction needs a pointer it can load.
+  // CC_SHM_USE_CMA allows it (1: from the threshold; auto: when the call chose it). Only for
+  // collectives that copy what they read (broadcast, all-gather, all-to-all, through readInput): a
+  // reduction needs a pointer it can load.
   void share(bool send, bool recv, bool byAddress = false) {
     const CollectiveArgs& args = ctx_.args();
     if (send) mySend_ = comm_.registrations().find(args.send, sendBytes());
@@ -455,7 +456,11 @@ class Direct {
   // scope and containers may refuse it; then staging, as without the option).
   bool readableByAddress() const {
     const Config& config = comm_.config();
-    if (!config.shmUseCma || ctx_.bytes(ctx_.args().count) < config.shmCmaThreshold) return false;
+    // CC_SHM_USE_CMA=1: from the threshold on; auto: when the call chose the single copy.
+    const bool wanted = config.shmUseCma == 1
+                            ? ctx_.bytes(ctx_.args().count) >= config.shmCmaThreshold
+                            : config.shmUseCma < 0 && singleCopyChosen();
+    if (!wanted) return false;
     for (int p = 0; p < n_; ++p) {
       if (p != me_ && !comm_.channel(p)->peerReadsByAddress()) return false;
     }

@@ -95,6 +95,15 @@ struct Probe {
   uint64_t value = 0;
 };
 
+// Whether this side will read the peer's messages by address (the single copy): the
+// probe passed, and CC_SHM_USE_CMA is 1, or auto on a host where the kernel's copy is fast
+// enough to offer it (transport/shm/channel.h).
+bool mayReadByAddress(const Config& config, pid_t pid, uint64_t address, uint64_t value) {
+  if (config.shmUseCma == 0 || pid <= 0) return false;
+  if (!transport::shm::probeCrossMemoryAttach(pid, address, value)) return false;
+  return config.shmUseCma == 1 || transport::shm::crossMemoryCopyCompetitive();
+}
+
 // Both sides end the shm setup the same way: log what was agreed and build the channel.
 std::unique_ptr<transport::Channel> makeShmChannel(int peer, pid_t pid, bool isConnector,
                                                    const RingGeometry& geometry, PairMemory& memory,
@@ -114,7 +123,9 @@ std::unique_ptr<transport::Channel> makeShmChannel(int peer, pid_t pid, bool isC
   parts.peerDoorbell = &peerDoorbell;
   parts.control = std::move(control);
   parts.peerReadsFromMe = peerReads;
-  parts.cmaThreshold = config.shmCmaThreshold;
+  // CC_SHM_USE_CMA=1: by address from the threshold on; auto: when the call chose it.
+  parts.cmaThreshold = config.shmUseCma == 1 ? config.shmCmaThreshold : SIZE_MAX;
+  parts.cmaByChoice = config.shmUseCma < 0;
   return std::make_unique<ShmChannel>(std::move(parts));
 }
 
@@ -141,8 +152,7 @@ Result<std::unique_ptr<transport::Channel>> shmConnect(int peer, FileDescriptor 
   CC_ASSIGN_OR_RETURN(Doorbell peerDoorbell,
                       Doorbell::attach(std::move(received[0]), config.shmPrefault));
   pid_t pid = peerPid(control.get());
-  bool canRead = config.shmUseCma && pid > 0 &&
-                 transport::shm::probeCrossMemoryAttach(pid, reply.probeAddress, reply.probeValue);
+  bool canRead = mayReadByAddress(config, pid, reply.probeAddress, reply.probeValue);
   wire::ShmSetupReply final{0, 0, static_cast<uint8_t>(canRead ? 1 : 0)};
   CC_TRY(auth::sendFrame(control.get(), wire::FrameType::kShmSetupReply,
                          wire::encodeShmSetupReply(final), deadline));
@@ -167,8 +177,7 @@ Result<std::unique_ptr<transport::Channel>> shmAccept(int peer, FileDescriptor c
   CC_ASSIGN_OR_RETURN(Doorbell peerDoorbell,
                       Doorbell::attach(std::move(received[1]), config.shmPrefault));
   pid_t pid = peerPid(control.get());
-  bool canRead = config.shmUseCma && pid > 0 &&
-                 transport::shm::probeCrossMemoryAttach(pid, setup.probeAddress, setup.probeValue);
+  bool canRead = mayReadByAddress(config, pid, setup.probeAddress, setup.probeValue);
   wire::ShmSetupReply reply{reinterpret_cast<uint64_t>(&probe.value), probe.value,
                             static_cast<uint8_t>(canRead ? 1 : 0)};
   int fds[1] = {ownDoorbell.fd()};

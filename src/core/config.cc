@@ -65,9 +65,7 @@ Result<Config> Config::fromEnvironment() {
   CC_TRY(readInto("CC_SHM_SLOT_BYTES", 4096, 64 << 20, config.shmSlotBytes));
   CC_TRY(readInto("CC_SHM_SLOTS", 2, 1024, config.shmSlots));
   CC_TRY(readInto("CC_SHM_CMA_THRESHOLD", 0, int64_t{1} << 50, config.shmCmaThreshold));
-  int64_t useCma = config.shmUseCma ? 1 : 0;
-  CC_TRY(readInteger("CC_SHM_USE_CMA", 0, 1, useCma));
-  config.shmUseCma = useCma != 0;
+  CC_TRY(readAutoInto("CC_SHM_USE_CMA", 1, config.shmUseCma));
   int64_t prefault = config.shmPrefault ? 1 : 0;
   CC_TRY(readInteger("CC_SHM_PREFAULT", 0, 1, prefault));
   config.shmPrefault = prefault != 0;

@@ -39,11 +39,14 @@ struct Config {
   size_t tcpStripeThreshold = 256 * 1024;  // messages at least this big use every socket
   size_t shmSlotBytes = 128 * 1024;        // CC_SHM_SLOT_BYTES
   int shmSlots = 8;                        // CC_SHM_SLOTS
-  size_t shmCmaThreshold = 1 << 20;        // CC_SHM_CMA_THRESHOLD: single copy from here
-  // CC_SHM_USE_CMA. Off by default: on the machines we measured (KVM guests),
-  // process_vm_readv moved 0.3-0.8x of memcpy while the pipelined ring moved 0.8-1.3x
-  // (docs/PERFORMANCE.md). Turn it on where the kernel's single copy wins.
-  bool shmUseCma = false;
+  size_t shmCmaThreshold = 1 << 20;        // CC_SHM_CMA_THRESHOLD: with CC_SHM_USE_CMA=1, from here
+  // CC_SHM_USE_CMA: the single copy (peers read a plain buffer where it lies, with
+  // process_vm_readv). -1 (auto, the default): offered to the copy chooser (core/copy.h)
+  // on a host whose kernel copies between processes at least half as fast as memcpy
+  // (transport/shm/channel.h), and taken call by call where it ran faster; on the KVM
+  // guests we measured it moved 0.15-0.36x of memcpy, so there it is not offered.
+  // 1: always, from CC_SHM_CMA_THRESHOLD bytes. 0: never.
+  int shmUseCma = -1;
   // CC_SHM_PREFAULT. Shared memory (pair rings, direct staging) is made resident and touched
   // page by page at creation (doorbell.h, writeEveryPage), so the first collectives do not
   // pay ~8 us a page in a VM. 0 leaves it lazy: faster creation, slower first calls

@@ -107,6 +107,7 @@ const Chosen& chosen() {
 }
 
 thread_local CopyKernel tScopedKernel = nullptr;
+thread_local bool tSingleCopy = false;
 
 }  // namespace
 
@@ -145,42 +146,74 @@ CopyKernelScope::CopyKernelScope(CopyKernel kernel) : previous_(tScopedKernel) {
 }
 CopyKernelScope::~CopyKernelScope() { tScopedKernel = previous_; }
 
+bool singleCopyChosen() { return tSingleCopy; }
+
+SingleCopyScope::SingleCopyScope(bool chosen) : previous_(tSingleCopy) { tSingleCopy = chosen; }
+SingleCopyScope::~SingleCopyScope() { tSingleCopy = previous_; }
+
 CopyKernel CopyChooser::kernel(int which) { return which == 0 ? chosen().kernel : copyLibc; }
 
 size_t CopyChooser::bucketOf(size_t bytes) {
   return std::min<size_t>(static_cast<size_t>(std::bit_width(bytes)), 63);
 }
 
-int CopyChooser::pick(size_t bytes) {
+int CopyChooser::pick(size_t bytes, unsigned offered) {
   if (bytes < kMinBytes) return -1;
+  std::array<int, 3> ways{};
+  size_t count = 0;
+  for (int way = 0; way < 3; ++way) {
+    if ((offered >> way & 1) != 0) ways[count++] = way;
+  }
+  if (count < 2) return count == 1 ? ways[0] : -1;
   Bucket& bucket = buckets_[bucketOf(bytes)];
   const uint32_t call = bucket.calls++;
-  // 0, 1, 1, 0, 0, 1, 1, 0: a workload that alternates two kinds of call in one bucket
-  // gives each kernel both.
-  if (call < kSeedCalls) return static_cast<int>((call ^ (call >> 1)) & 1);
-  const int better = bucket.nanosPerByte[1] < bucket.nanosPerByte[0] ? 1 : 0;
-  return call % kExploreEvery == kExploreEvery - 1 ? 1 - better : better;
+  // Two ways: 0 1 1 0 0 1 1 0. Three: 0 1 2 2 1 0 1 2 0 0 2 1. Either way the odd calls
+  // and the even ones each see every way, so a workload that alternates two kinds of call
+  // in one bucket gives each way both.
+  static constexpr std::array<uint8_t, kSeedCalls3> kThreeWays{0, 1, 2, 2, 1, 0, 1, 2, 0, 0, 2, 1};
+  if (count == 2 && call < kSeedCalls) return ways[(call ^ (call >> 1)) & 1];
+  if (count == 3 && call < kSeedCalls3) return ways[kThreeWays[call]];
+  // The lowest average wins; a way never timed (0) counts as lowest, so it gets timed.
+  size_t best = 0;
+  for (size_t i = 1; i < count; ++i) {
+    if (bucket.nanosPerByte[static_cast<size_t>(ways[i])] <
+        bucket.nanosPerByte[static_cast<size_t>(ways[best])]) {
+      best = i;
+    }
+  }
+  if (call % kExploreEvery != kExploreEvery - 1) return ways[best];
+  // A try: the other way, or with three the two others in turn.
+  const size_t other = count == 2 ? 0 : (call / kExploreEvery) % 2;
+  return ways[(best + 1 + other) % count];
 }
 
-void CopyChooser::record(int kernel, size_t bytes, int64_t nanos) {
-  if (kernel < 0 || bytes < kMinBytes || nanos <= 0) return;
+void CopyChooser::record(int way, size_t bytes, int64_t nanos) {
+  if (way < 0 || way > 2 || bytes < kMinBytes || nanos <= 0) return;
   Bucket& bucket = buckets_[bucketOf(bytes)];
-  if (bucket.calls <= 2) return;  // the first call of each kernel: pages and caches are cold
+  // The first run of each way: pages and caches are cold.
+  if (bucket.runs[static_cast<size_t>(way)]++ == 0) return;
   double sample = static_cast<double>(nanos) / static_cast<double>(bytes);
-  double& average = bucket.nanosPerByte[static_cast<size_t>(kernel)];
+  double& average = bucket.nanosPerByte[static_cast<size_t>(way)];
   if (average == 0) {
     average = sample;
     return;
   }
   // Down at once, up by a quarter of the way to at most 1.25x: a call is slower than the
   // copy allows when its rank or a peer lost the core for a while, never faster, so the low
-  // samples say most, and one late call lifts the average by 6.25% at most. A kernel that
-  // really became slower climbs 6.25% a call until the other one is tried.
+  // samples say most, and one late call lifts the average by 6.25% at most. A way that
+  // really became slower climbs 6.25% a call until another one is tried.
   if (sample < average) {
     average = sample;
   } else {
     average += (std::min(sample, 1.25 * average) - average) / 4;
   }
+}
+
+int CopyChooser::fasterKernel(size_t bytes) const {
+  const Bucket& bucket = buckets_[bucketOf(bytes)];
+  const double loop = bucket.nanosPerByte[0];
+  const double libc = bucket.nanosPerByte[1];
+  return libc > 0 && (loop == 0 || libc < loop) ? 1 : 0;
 }
 
 double CopyChooser::nanosPerByte(int kernel, size_t bytes) const {

@@ -32,6 +32,7 @@ struct Transfer {
   size_t bytes = 0;
   size_t progressed = 0;       // payload bytes moved so far
   bool started = false;        // the transport has begun this message
+  bool byAddress = false;      // shm: posted by address for the peer to read (decided at start)
   const Sink* sink = nullptr;  // a receive's payload goes through it (appliesSinks())
 };
 
@@ -57,6 +58,9 @@ class Channel {
     return invalidUsage("rank " + std::to_string(peer_) +
                         ": this transport cannot read a peer's memory by address");
   }
+  // Bytes of the messages this side posted by address for the peer to read (how a test
+  // tells that the single copy was taken).
+  virtual uint64_t bytesPostedByAddress() const { return 0; }
   // Whether receives on this channel take a Sink (Transfer::sink).
   virtual bool appliesSinks() const { return false; }
   int peer() const { return peer_; }

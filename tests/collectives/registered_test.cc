@@ -13,12 +13,15 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "collectives/collective.h"
 #include "comm/handles.h"
+#include "core/copy.h"
 #include "reference.h"
 #include "support/multi_rank.h"
+#include "transport/shm/channel.h"
 
 namespace cc::testing {
 namespace {
@@ -256,6 +259,83 @@ TEST_P(SingleCopy, PeersReadPlainBuffersWhereTheyLie) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, SingleCopy, ::testing::Values(2, 3, 4),
                          [](const auto& param) { return "np" + std::to_string(param.param); });
+
+// The single copy chosen call by call (CC_SHM_USE_CMA=auto, core/copy.h): where it is
+// offered (the kernel's copy found fast enough; forced here, as this host's may not be),
+// the copy chooser's first calls try it beside the staged copies and later calls take
+// whichever ran faster, so consecutive calls of one collective mix the two paths, rank
+// by rank. Properties: every call's output is the formula's, though each rank scribbles
+// over its buffers the moment its call returns; some calls read the peers by address
+// (the seeds try it) where the probe passes; where it is not offered, none does.
+class ChosenSingleCopy : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+
+TEST_P(ChosenSingleCopy, MixesBothPathsAndKeepsTheBytes) {
+  const auto [n, offered] = GetParam();
+  MultiRankOptions options = transportOptions("shm");
+  options.env["CC_SHM_USE_CMA"] = "auto";
+  runRanks(
+      n,
+      [&](RankContext& context) {
+        transport::shm::setCrossMemoryCopyCompetitiveForTesting(offered);
+        ccComm_t comm = context.initComm();
+        auto impl = comm::communicatorOf(comm);
+        impl->algorithmOverride() = static_cast<int>(collectives::parseAlgorithm("direct"));
+        impl->chunkBytesOverride() = 16 << 10;
+        const int me = context.rank;
+        bool allowed = true;
+        for (int p = 0; p < n; ++p) {
+          if (p != me) allowed = allowed && impl->channel(p)->peerReadsByAddress();
+        }
+        if (!offered) {
+          ASSERT_FALSE(allowed) << "rank " << me << ": single copy offered though the kernel's "
+                                << "copy was not found fast enough";
+        } else if (yamaAllowsSiblings()) {
+          ASSERT_TRUE(allowed) << "rank " << me << ": the process_vm_readv probe failed though "
+                               << "Yama allows it";
+        }
+        const size_t count = 20011;  // 80 KB a peer: a bucket of the chooser
+        const size_t bytes = count * kElement * static_cast<size_t>(n);
+        const int calls = 2 * static_cast<int>(CopyChooser::kSeedCalls3);
+        for (const char* kind : {"broadcast", "allgather", "alltoall"}) {
+          uint64_t readByAddress = 0;
+          for (int call = 0; call < calls; ++call) {
+            const bool inPlace = call % 2 == 1 && std::string(kind) != "alltoall";
+            std::vector<std::byte> send(bytes);
+            std::vector<std::byte> recv(bytes);
+            fillInput(send.data(), bytes / kElement, kType, ccSum, me, 3);
+            fillInput(recv.data(), bytes / kElement, kType, ccSum, me, 3);
+            const uint64_t readBefore = impl->bytesReadByAddress();
+            CC_ASSERT_OK(
+                runCollective(kind, inPlace, send.data(), recv.data(), count, me, n, comm));
+            readByAddress += impl->bytesReadByAddress() - readBefore;
+            std::vector<std::byte> result =
+                resultOf(kind, inPlace, send.data(), recv.data(), count, me, n);
+            std::memset(send.data(), 0xff, bytes);
+            std::memset(recv.data(), 0xff, bytes);
+            ASSERT_EQ(result, expectedOf(kind, inPlace, count, me, n))
+                << kind << " call " << call << (inPlace ? " in place" : "");
+          }
+          // Broadcast's root reads nobody.
+          const bool reads = std::string(kind) != "broadcast" || me != 1 % n;
+          if (offered && allowed && reads) {
+            EXPECT_GT(readByAddress, 0u) << kind << ": no call took the single copy";
+          } else {
+            EXPECT_EQ(readByAddress, 0u) << kind;
+          }
+          CC_ASSERT_OK(ccBarrier(comm, nullptr));
+        }
+        CC_ASSERT_OK(ccCommDestroy(comm));
+      },
+      options);
+}
+
+INSTANTIATE_TEST_SUITE_P(RanksOffered, ChosenSingleCopy,
+                         ::testing::Values(std::tuple{2, true}, std::tuple{3, true},
+                                           std::tuple{2, false}),
+                         [](const auto& param) {
+                           return "np" + std::to_string(std::get<0>(param.param)) +
+                                  (std::get<1>(param.param) ? "_offered" : "_not_offered");
+                         });
 
 TEST(RegisteredBuffers, PeersMapExactlyTheRegisteredAllocations) {
   const int n = 3;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -156,6 +157,31 @@ TEST(Copy, AnUnknownCcCopyIsAnErrorNamingIt) {
       << bad.status().message();
 }
 
+// CC_SHM_USE_CMA: auto (the default, -1), 0 or 1; anything else is an error naming it.
+TEST(Copy, CcShmUseCmaIsAutoZeroOrOne) {
+  const char* outside = std::getenv("CC_SHM_USE_CMA");
+  const std::string saved = outside != nullptr ? outside : "";
+  unsetenv("CC_SHM_USE_CMA");
+  EXPECT_EQ(Config::fromEnvironment()->shmUseCma, -1);
+  for (const auto& [text, value] : {std::pair{"auto", -1}, std::pair{"0", 0}, std::pair{"1", 1}}) {
+    setenv("CC_SHM_USE_CMA", text, 1);
+    Result<Config> config = Config::fromEnvironment();
+    ASSERT_TRUE(config.isOk()) << text;
+    EXPECT_EQ(config->shmUseCma, value) << text;
+  }
+  setenv("CC_SHM_USE_CMA", "2", 1);
+  Result<Config> bad = Config::fromEnvironment();
+  if (outside != nullptr) {
+    setenv("CC_SHM_USE_CMA", saved.c_str(), 1);
+  } else {
+    unsetenv("CC_SHM_USE_CMA");
+  }
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_EQ(bad.status().code(), ccInvalidArgument);
+  EXPECT_NE(bad.status().message().find("CC_SHM_USE_CMA"), std::string::npos)
+      << bad.status().message();
+}
+
 // CopyChooser (the kernel a collective copies with under CC_COPY=auto), fed made-up times:
 // kernel 0 is the vector loop, kernel 1 memcpy.
 constexpr size_t kSize = size_t{1} << 20;
@@ -237,6 +263,77 @@ TEST(CopyChooser, TwoLateCallsDoNotMoveTheChoiceAndSizesDoNotMix) {
   EXPECT_EQ(chooser.pick(kSize), 0);
   // The largest sizes have a bucket too.
   EXPECT_EQ(chooser.pick(SIZE_MAX), 0);
+}
+
+// Three ways (the single copy offered): the seeds try each four times, then the fastest
+// runs and every kExploreEvery-th call one of the two others, in turn.
+TEST(CopyChooser, ThreeWaysTryEachThenRunTheFastestAndTheOthersInTurn) {
+  constexpr unsigned kAll = CopyChooser::kLoop | CopyChooser::kLibc | CopyChooser::kSingleCopy;
+  constexpr std::array<double, 3> kNanos{0.3, 0.1, 0.05};
+  constexpr std::array<int, CopyChooser::kSeedCalls3> kSeeds{0, 1, 2, 2, 1, 0, 1, 2, 0, 0, 2, 1};
+  CopyChooser chooser;
+  const uint32_t calls = 3 * CopyChooser::kExploreEvery;
+  for (uint32_t call = 0; call < calls; ++call) {
+    const int way = chooser.pick(kSize, kAll);
+    int expected = 2;
+    if (call < CopyChooser::kSeedCalls3) {
+      expected = kSeeds[call];
+    } else if (call % CopyChooser::kExploreEvery == CopyChooser::kExploreEvery - 1) {
+      expected = (call / CopyChooser::kExploreEvery) % 2 == 0 ? 0 : 1;
+    }
+    ASSERT_EQ(way, expected) << "call " << call;
+    chooser.record(way, kSize, static_cast<int64_t>(kNanos[static_cast<size_t>(way)] * kSize));
+  }
+  for (int way = 0; way < 3; ++way) {
+    EXPECT_NEAR(chooser.nanosPerByte(way, kSize), kNanos[static_cast<size_t>(way)], 1e-3);
+  }
+  EXPECT_EQ(chooser.fasterKernel(kSize), 1);
+  // Offered again without the single copy, the same bucket runs the faster kernel.
+  EXPECT_EQ(chooser.pick(kSize), 1);
+}
+
+// CC_COPY fixes the kernel: the choice is between it (way 0) and the single copy, seeded
+// like two kernels.
+TEST(CopyChooser, AFixedKernelAndTheSingleCopy) {
+  constexpr unsigned kOffered = CopyChooser::kLoop | CopyChooser::kSingleCopy;
+  CopyChooser chooser;
+  const std::vector<int> seeds{0, 2, 2, 0, 0, 2, 2, 0};
+  for (const int expected : seeds) {
+    const int way = chooser.pick(kSize, kOffered);
+    ASSERT_EQ(way, expected);
+    chooser.record(way, kSize, static_cast<int64_t>((way == 0 ? 0.1 : 0.2) * kSize));
+  }
+  EXPECT_EQ(chooser.pick(kSize, kOffered), 0);
+  EXPECT_EQ(chooser.pick(CopyChooser::kMinBytes - 1, kOffered), -1);
+  // One way alone is no choice.
+  EXPECT_EQ(chooser.pick(kSize, CopyChooser::kLoop), 0);
+}
+
+// runWithChosenCopy tells the work, through singleCopyChosen(), whether its call took the
+// single copy: in exactly the calls the chooser picked it for, and never outside a call.
+TEST(CopyChooser, TheWorkKnowsWhetherItsCallTookTheSingleCopy) {
+  const unsigned offered =
+      (copyKernelIsAuto() ? CopyChooser::kLoop | CopyChooser::kLibc : CopyChooser::kLoop) |
+      CopyChooser::kSingleCopy;
+  CopyChooser chooser;
+  CopyChooser mirror;  // the same seeds, picked without running anything
+  for (uint32_t call = 0; call < CopyChooser::kSeedCalls; ++call) {
+    bool took = false;
+    ASSERT_TRUE(runWithChosenCopy(&chooser, kSize, true, [&] {
+                  took = singleCopyChosen();
+                  return Status::ok();
+                }).isOk());
+    EXPECT_EQ(took, mirror.pick(kSize, offered) == 2) << "call " << call;
+    EXPECT_FALSE(singleCopyChosen());
+  }
+  // Not offered: never.
+  CopyChooser plain;
+  for (uint32_t call = 0; call < CopyChooser::kSeedCalls3; ++call) {
+    ASSERT_TRUE(runWithChosenCopy(&plain, kSize, false, [&] {
+                  EXPECT_FALSE(singleCopyChosen());
+                  return Status::ok();
+                }).isOk());
+  }
 }
 
 // copyBytes copies with the scope's kernel on this thread while the scope lives, and with

@@ -63,8 +63,11 @@ struct ShmChannelParts {
   PairMemory* memory = nullptr;      // moved into the channel
   Doorbell* peerDoorbell = nullptr;  // moved into the channel
   FileDescriptor control;            // the Unix socket to the peer
-  bool peerReadsFromMe = false;      // I may send large messages by address (CMA)
-  size_t cmaThreshold = 0;
+  bool peerReadsFromMe = false;      // I may send messages by address (CMA)
+  // From this many bytes every message goes by address; below, one goes by address when
+  // `cmaByChoice` and its call chose the single copy (core/copy.h, singleCopyChosen).
+  size_t cmaThreshold = SIZE_MAX;
+  bool cmaByChoice = false;
 };
 
 class ShmChannel final : public Channel {
@@ -74,6 +77,7 @@ class ShmChannel final : public Channel {
 
   bool isSharedMemory() const override { return true; }
   bool peerReadsByAddress() const override { return peerReadsFromMe_; }
+  uint64_t bytesPostedByAddress() const override { return bytesPostedByAddress_; }
   bool appliesSinks() const override { return true; }
   // process_vm_readv with the pid the probe used (SO_PEERCRED: this process's pid
   // namespace); the large point-to-point messages by address read through it too.
@@ -97,6 +101,8 @@ class ShmChannel final : public Channel {
   std::byte* recvRing_;
   bool peerReadsFromMe_;
   size_t cmaThreshold_;
+  bool cmaByChoice_;
+  uint64_t bytesPostedByAddress_ = 0;
   uint32_t sendHead_ = 0;    // chunks this side has published
   uint32_t cachedTail_ = 0;  // the peer's tail as last read (re-read only when the ring looks full)
   uint32_t recvTail_ = 0;    // chunks this side has consumed
@@ -109,5 +115,16 @@ class ShmChannel final : public Channel {
 // Whether this process can read `address` in process `pid` with process_vm_readv and
 // finds `expected` there (the connection-time probe).
 bool probeCrossMemoryAttach(pid_t pid, uint64_t address, uint64_t expected);
+
+// Whether the kernel's copy between processes is worth offering as the single copy
+// (CC_SHM_USE_CMA=auto): process_vm_readv of 1 MiB of this process's own memory at least
+// kCrossMemoryCompetitive times memcpy's speed, the best of a few tries of each, measured
+// once per process (a few milliseconds, at the first shm connection that asks). The
+// staged path makes two copies, on the two ranks' cores at once; the single copy makes one,
+// in the kernel, on the reader's: below about half memcpy's speed it cannot win.
+inline constexpr double kCrossMemoryCompetitive = 0.5;
+bool crossMemoryCopyCompetitive();
+// Tests: the answer crossMemoryCopyCompetitive() gives from now on in this process.
+void setCrossMemoryCopyCompetitiveForTesting(bool competitive);
 
 }  // namespace cc::transport::shm
