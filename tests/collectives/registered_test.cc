@@ -200,6 +200,28 @@ std::vector<std::byte> expectedOf(const std::string& kind, bool inPlace, size_t 
   return expected;
 }
 
+// One call of `kind` on fresh buffers that hold fillInput(rank): the output must be the
+// formula's, though the rank scribbles over both buffers the moment the call returns (a
+// peer still reading its input by address would see 0xff). Adds the bytes this rank read
+// from its peers by address to `readByAddress`.
+void scribbledCall(const std::string& kind, bool inPlace, size_t count, int me, int n,
+                   ccComm_t comm, uint64_t& readByAddress) {
+  auto impl = comm::communicatorOf(comm);
+  const size_t bytes = count * kElement * static_cast<size_t>(n);
+  std::vector<std::byte> send(bytes);
+  std::vector<std::byte> recv(bytes);
+  fillInput(send.data(), bytes / kElement, kType, ccSum, me, 3);
+  fillInput(recv.data(), bytes / kElement, kType, ccSum, me, 3);
+  const uint64_t readBefore = impl->bytesReadByAddress();
+  CC_ASSERT_OK(runCollective(kind, inPlace, send.data(), recv.data(), count, me, n, comm));
+  readByAddress += impl->bytesReadByAddress() - readBefore;
+  std::vector<std::byte> result = resultOf(kind, inPlace, send.data(), recv.data(), count, me, n);
+  std::memset(send.data(), 0xff, bytes);
+  std::memset(recv.data(), 0xff, bytes);
+  ASSERT_EQ(result, expectedOf(kind, inPlace, count, me, n))
+      << kind << " of " << count << (inPlace ? " in place" : "");
+}
+
 TEST_P(SingleCopy, PeersReadPlainBuffersWhereTheyLie) {
   const int n = GetParam();
   runRanks(
@@ -222,26 +244,13 @@ TEST_P(SingleCopy, PeersReadPlainBuffersWhereTheyLie) {
         }
         // 80 KB a peer, over the threshold; 4000 bytes, under it.
         for (const size_t count : {size_t{20011}, size_t{1000}}) {
-          const size_t bytes = count * kElement * static_cast<size_t>(n);
           const bool byAddress = allowed && count * kElement >= 4096;
           for (const char* kind : {"broadcast", "allgather", "alltoall"}) {
             for (bool inPlace : {false, true}) {
               if (inPlace && std::string(kind) == "alltoall") continue;  // the API refuses it
-              std::vector<std::byte> send(bytes);
-              std::vector<std::byte> recv(bytes);
-              fillInput(send.data(), bytes / kElement, kType, ccSum, me, 3);
-              fillInput(recv.data(), bytes / kElement, kType, ccSum, me, 3);
-              const uint64_t readBefore = impl->bytesReadByAddress();
-              CC_ASSERT_OK(
-                  runCollective(kind, inPlace, send.data(), recv.data(), count, me, n, comm));
-              const uint64_t readByAddress = impl->bytesReadByAddress() - readBefore;
-              std::vector<std::byte> result =
-                  resultOf(kind, inPlace, send.data(), recv.data(), count, me, n);
-              // Returned: a peer still reading this rank's input would now see 0xff.
-              std::memset(send.data(), 0xff, bytes);
-              std::memset(recv.data(), 0xff, bytes);
-              ASSERT_EQ(result, expectedOf(kind, inPlace, count, me, n))
-                  << kind << " of " << count << (inPlace ? " in place" : "");
+              uint64_t readByAddress = 0;
+              ASSERT_NO_FATAL_FAILURE(
+                  scribbledCall(kind, inPlace, count, me, n, comm, readByAddress));
               // By address, a rank reads each peer's block for it (broadcast: the root's
               // vector, on every other rank).
               const bool reads = std::string(kind) != "broadcast" || me != 1 % n;
@@ -294,26 +303,13 @@ TEST_P(ChosenSingleCopy, MixesBothPathsAndKeepsTheBytes) {
                                << "Yama allows it";
         }
         const size_t count = 20011;  // 80 KB a peer: a bucket of the chooser
-        const size_t bytes = count * kElement * static_cast<size_t>(n);
         const int calls = 2 * static_cast<int>(CopyChooser::kSeedCalls3);
         for (const char* kind : {"broadcast", "allgather", "alltoall"}) {
           uint64_t readByAddress = 0;
           for (int call = 0; call < calls; ++call) {
             const bool inPlace = call % 2 == 1 && std::string(kind) != "alltoall";
-            std::vector<std::byte> send(bytes);
-            std::vector<std::byte> recv(bytes);
-            fillInput(send.data(), bytes / kElement, kType, ccSum, me, 3);
-            fillInput(recv.data(), bytes / kElement, kType, ccSum, me, 3);
-            const uint64_t readBefore = impl->bytesReadByAddress();
-            CC_ASSERT_OK(
-                runCollective(kind, inPlace, send.data(), recv.data(), count, me, n, comm));
-            readByAddress += impl->bytesReadByAddress() - readBefore;
-            std::vector<std::byte> result =
-                resultOf(kind, inPlace, send.data(), recv.data(), count, me, n);
-            std::memset(send.data(), 0xff, bytes);
-            std::memset(recv.data(), 0xff, bytes);
-            ASSERT_EQ(result, expectedOf(kind, inPlace, count, me, n))
-                << kind << " call " << call << (inPlace ? " in place" : "");
+            ASSERT_NO_FATAL_FAILURE(scribbledCall(kind, inPlace, count, me, n, comm, readByAddress))
+                << "call " << call;
           }
           // Broadcast's root reads nobody.
           const bool reads = std::string(kind) != "broadcast" || me != 1 % n;
