@@ -260,12 +260,12 @@ Status pointToPoint(bool isSend, const void* buffer, size_t count, int type, int
     log::ScopedRank scopedRank(comm->rank());
     CopyChooser& chooser =
         comm->copyChooser(isSend ? Communicator::kSendCopies : Communicator::kReceiveCopies);
-    // A send may take the single copy where the peer reads it by address and the choice
-    // is left to cc (CC_SHM_USE_CMA=auto; core/copy.h).
-    const bool singleCopy = isSend && peer != comm->rank() && comm->config().shmUseCma < 0 &&
-                            comm->channel(peer)->peerReadsByAddress();
-    Status status = runWithChosenCopy(&chooser, bytes, singleCopy,
-                                      [&] { return comm::execute(std::span(&op, 1)); });
+    // Never the single copy here (CC_SHM_USE_CMA=auto offers it to collectives only): a
+    // send by address completes only once the peer has read it, where a staged one of up to
+    // the ring's size completes before the peer posts its receive, and a program that sends
+    // before it receives must not start to hang on hosts where the offer is made.
+    Status status =
+        runWithChosenCopy(&chooser, bytes, [&] { return comm::execute(std::span(&op, 1)); });
     if (status.isOk()) return status;
     return status.withContext(std::string(call) + " on rank " + std::to_string(comm->rank()));
   }

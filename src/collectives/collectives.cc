@@ -229,18 +229,22 @@ Algorithm parseAlgorithm(std::string_view name) {
 
 namespace {
 
-// Whether a call of `kind` may take the single copy (CC_SHM_USE_CMA=auto): broadcast,
-// all-gather and all-to-all, the direct collectives that copy what they read, when every
-// peer reads this rank by address (shm, the probe passed, and the kernel's copy was found
-// fast enough to offer; transport/shm/channel.h).
-bool offersSingleCopy(const comm::Communicator& comm, CollectiveKind kind) {
-  if (comm.config().shmUseCma >= 0) return false;
+// Whether a call may take the single copy (CC_SHM_USE_CMA=auto): broadcast, all-gather
+// and all-to-all on the direct algorithm, the collectives that copy what they read from
+// the peers' memory, when every pair of this rank and a peer reads the other by address
+// (shm, the probe passed, and each side found the kernel's copy fast enough to offer;
+// transport/shm/channel.h). Both ways, so that every rank of the communicator comes to
+// the same answer and the ranks seed and try the same ways in the same calls.
+bool offersSingleCopy(const comm::Communicator& comm, CollectiveKind kind, Algorithm algorithm) {
+  if (comm.config().shmUseCma >= 0 || algorithm != Algorithm::kDirect) return false;
   if (kind != CollectiveKind::kBroadcast && kind != CollectiveKind::kAllGather &&
       kind != CollectiveKind::kAllToAll) {
     return false;
   }
   for (int peer = 0; peer < comm.size(); ++peer) {
-    if (peer != comm.rank() && !comm.channel(peer)->peerReadsByAddress()) return false;
+    if (peer == comm.rank()) continue;
+    const transport::Channel* channel = comm.channel(peer);
+    if (!channel->peerReadsByAddress() || !channel->readsPeerByAddress()) return false;
   }
   return true;
 }
@@ -280,9 +284,9 @@ Status runCollective(comm::Communicator& comm, const CollectiveArgs& args) {
                 "the point-to-point copy choosers follow the collectives' (comm/communicator.h)");
   const size_t bytes =
       args.kind == CollectiveKind::kAllToAllv ? 0 : args.count * dataTypeSize(args.type);
-  Status status =
-      runWithChosenCopy(&comm.copyChooser(static_cast<int>(args.kind)), bytes,
-                        offersSingleCopy(comm, args.kind), [&] { return dispatch(ctx, choice); });
+  Status status = runWithChosenCopy(&comm.copyChooser(static_cast<int>(args.kind)), bytes,
+                                    offersSingleCopy(comm, args.kind, choice.algorithm),
+                                    [&] { return dispatch(ctx, choice); });
   comm.recorder().finish(sequence, status.isOk() ? OpState::kDone : OpState::kFailed);
   if (!status.isOk()) {
     if (!comm.aborted()) comm.markBroken(status);

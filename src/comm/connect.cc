@@ -123,9 +123,10 @@ std::unique_ptr<transport::Channel> makeShmChannel(int peer, pid_t pid, bool isC
   parts.peerDoorbell = &peerDoorbell;
   parts.control = std::move(control);
   parts.peerReadsFromMe = peerReads;
-  // CC_SHM_USE_CMA=1: by address from the threshold on; auto: when the call chose it.
+  parts.iReadPeer = iRead;
+  // Point-to-point messages go by address only with CC_SHM_USE_CMA=1 (auto offers the
+  // single copy to the direct collectives alone: collectives/collectives.cc).
   parts.cmaThreshold = config.shmUseCma == 1 ? config.shmCmaThreshold : SIZE_MAX;
-  parts.cmaByChoice = config.shmUseCma < 0;
   return std::make_unique<ShmChannel>(std::move(parts));
 }
 

@@ -182,8 +182,9 @@ int CopyChooser::pick(size_t bytes, unsigned offered) {
     }
   }
   if (call % kExploreEvery != kExploreEvery - 1) return ways[best];
-  // A try: the other way, or with three the two others in turn.
-  const size_t other = count == 2 ? 0 : (call / kExploreEvery) % 2;
+  // A try: the other way, or with three the two others, each twice in turn: the tries
+  // fall on even and odd calls in turn (kExploreEvery is odd), so each of the two gets both.
+  const size_t other = count == 2 ? 0 : (call / (2 * kExploreEvery)) % 2;
   return ways[(best + 1 + other) % count];
 }
 

@@ -16,9 +16,10 @@
 // calls; smaller calls use the loop.
 //
 // The same choice takes in a third way of moving the bytes where it is offered: the single
-// copy (CC_SHM_USE_CMA=auto, the default, on a host whose kernel copies between processes
-// at least half as fast as memcpy; transport/shm/channel.h), in which the peers read this
-// rank's plain buffer where it lies with process_vm_readv instead of through staging.
+// copy (CC_SHM_USE_CMA=auto, the default: the direct broadcast, all-gather and all-to-all
+// on a host whose kernel copies between processes at least half as fast as memcpy;
+// collectives.cc, transport/shm/channel.h), in which the peers read this rank's plain
+// buffer where it lies with process_vm_readv instead of through staging.
 // singleCopyChosen() tells the data path, on the calling thread, that the call took it.
 //
 // CC_COPY=avx2|sse2|libc fixes the kernel (read once per process).
@@ -88,11 +89,11 @@ class SingleCopyScope {
 // about the same size took with each: sizes go in buckets of powers of two; the first
 // calls of a bucket try every offered way in turn (kSeedCalls for two, kSeedCalls3 for
 // three; the first call of each is not timed), then the one with the lower average time
-// per byte runs, and every kExploreEvery-th call another (with three, the two others in
-// turn), so that a change of mode is noticed. The ranks of a collective make the same
-// calls in the same order, so they seed and try in the same calls; each rank decides from
-// its own clock, and ranks that choose differently still move the same bytes. Not
-// thread-safe: one per communicator and kind, used under the communicator's operation lock.
+// per byte runs, and every kExploreEvery-th call another (with three, the two others,
+// two tries each in turn), so that a change of mode is noticed. The ranks of a collective make the
+// same calls in the same order, so they seed and try in the same calls; each rank decides from its
+// own clock, and ranks that choose differently still move the same bytes. Not thread-safe: one per
+// communicator and kind, used under the communicator's operation lock.
 class CopyChooser {
  public:
   static constexpr size_t kMinBytes = 16 << 10;   // below: the loop, as without a chooser

@@ -32,7 +32,6 @@ struct Transfer {
   size_t bytes = 0;
   size_t progressed = 0;       // payload bytes moved so far
   bool started = false;        // the transport has begun this message
-  bool byAddress = false;      // shm: posted by address for the peer to read (decided at start)
   const Sink* sink = nullptr;  // a receive's payload goes through it (appliesSinks())
 };
 
@@ -51,6 +50,8 @@ class Channel {
   // Whether the peer may read this process's memory by address (shm with the
   // process_vm_readv single copy, CC_SHM_USE_CMA, when the connection-time probe passed).
   virtual bool peerReadsByAddress() const { return false; }
+  // Whether this side reads the peer's memory by address (the other half of the pair).
+  virtual bool readsPeerByAddress() const { return false; }
   // Copies `bytes` from `address` in the peer's process to `destination` (the peer
   // published the address; it passed this side's probe): the direct collectives' single
   // copy. Transports that cannot read a peer's memory refuse.

@@ -132,18 +132,14 @@ ShmChannel::ShmChannel(ShmChannelParts parts)
       sendRing_(memory_.base() + (parts.isConnector ? 0 : geometry_.ringBytes())),
       recvRing_(memory_.base() + (parts.isConnector ? geometry_.ringBytes() : 0)),
       peerReadsFromMe_(parts.peerReadsFromMe),
-      cmaThreshold_(parts.cmaThreshold),
-      cmaByChoice_(parts.cmaByChoice) {}
+      iReadPeer_(parts.iReadPeer),
+      cmaThreshold_(parts.cmaThreshold) {}
 
 ShmChannel::~ShmChannel() = default;
 
 Result<Progress> ShmChannel::progressSend(Transfer& transfer) {
   RingControl& counters = control(sendRing_);
-  if (!transfer.started) {
-    transfer.byAddress = peerReadsFromMe_ && transfer.bytes > 0 &&
-                         (transfer.bytes >= cmaThreshold_ || (cmaByChoice_ && singleCopyChosen()));
-  }
-  const bool byAddress = transfer.byAddress;
+  bool byAddress = peerReadsFromMe_ && transfer.bytes >= cmaThreshold_ && transfer.bytes > 0;
   if (byAddress && transfer.started) {
     // Posted; done once the peer has read it all and released the slot.
     cachedTail_ = counters.tail.load(std::memory_order_seq_cst);

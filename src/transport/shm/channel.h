@@ -63,11 +63,9 @@ struct ShmChannelParts {
   PairMemory* memory = nullptr;      // moved into the channel
   Doorbell* peerDoorbell = nullptr;  // moved into the channel
   FileDescriptor control;            // the Unix socket to the peer
-  bool peerReadsFromMe = false;      // I may send messages by address (CMA)
-  // From this many bytes every message goes by address; below, one goes by address when
-  // `cmaByChoice` and its call chose the single copy (core/copy.h, singleCopyChosen).
-  size_t cmaThreshold = SIZE_MAX;
-  bool cmaByChoice = false;
+  bool peerReadsFromMe = false;      // I may send large messages by address (CMA)
+  bool iReadPeer = false;            // the peer may send me messages by address
+  size_t cmaThreshold = SIZE_MAX;    // from this many bytes messages go by address
 };
 
 class ShmChannel final : public Channel {
@@ -77,6 +75,7 @@ class ShmChannel final : public Channel {
 
   bool isSharedMemory() const override { return true; }
   bool peerReadsByAddress() const override { return peerReadsFromMe_; }
+  bool readsPeerByAddress() const override { return iReadPeer_; }
   uint64_t bytesPostedByAddress() const override { return bytesPostedByAddress_; }
   bool appliesSinks() const override { return true; }
   // process_vm_readv with the pid the probe used (SO_PEERCRED: this process's pid
@@ -100,8 +99,8 @@ class ShmChannel final : public Channel {
   std::byte* sendRing_;
   std::byte* recvRing_;
   bool peerReadsFromMe_;
+  bool iReadPeer_;
   size_t cmaThreshold_;
-  bool cmaByChoice_;
   uint64_t bytesPostedByAddress_ = 0;
   uint32_t sendHead_ = 0;    // chunks this side has published
   uint32_t cachedTail_ = 0;  // the peer's tail as last read (re-read only when the ring looks full)
