@@ -272,10 +272,11 @@ INSTANTIATE_TEST_SUITE_P(Ranks, SingleCopy, ::testing::Values(2, 3, 4),
 // The single copy chosen call by call (CC_SHM_USE_CMA=auto, core/copy.h): where it is
 // offered (the kernel's copy found fast enough; forced here, as this host's may not be),
 // the copy chooser's first calls try it beside the staged copies and later calls take
-// whichever ran faster, so consecutive calls of one collective mix the two paths, rank
-// by rank. Properties: every call's output is the formula's, though each rank scribbles
-// over its buffers the moment its call returns; some calls read the peers by address
-// (the seeds try it) where the probe passes; where it is not offered, none does.
+// whichever ran faster, so consecutive calls of one collective take both paths (and,
+// when the ranks' clocks disagree after the seeds, one call may mix them: each rank
+// publishes its way in its call line). Properties: every call's output is the formula's, though
+// each rank scribbles over its buffers the moment its call returns; some calls read the peers by
+// address (the seeds try it) where the probe passes; where it is not offered, none does.
 class ChosenSingleCopy : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
 TEST_P(ChosenSingleCopy, MixesBothPathsAndKeepsTheBytes) {
