@@ -300,8 +300,8 @@ Status ShmChannel::checkPeer() {
 }
 
 namespace {
-// -1: not measured yet; else 0 or 1. Set once, under the measuring call's static init.
-std::atomic<int> gCrossMemoryCompetitive{-1};
+// A test's answer (0 or 1), or -1: measure.
+std::atomic<int> gForcedCompetitive{-1};
 
 bool measureCrossMemoryCopy() {
   constexpr size_t kBytes = size_t{1} << 20;
@@ -332,16 +332,14 @@ bool measureCrossMemoryCopy() {
 }  // namespace
 
 bool crossMemoryCopyCompetitive() {
-  int known = gCrossMemoryCompetitive.load(std::memory_order_acquire);
-  if (known >= 0) return known != 0;
-  static const bool measured = measureCrossMemoryCopy();
-  int expected = -1;
-  gCrossMemoryCompetitive.compare_exchange_strong(expected, measured ? 1 : 0);
-  return gCrossMemoryCompetitive.load(std::memory_order_acquire) != 0;
+  const int forced = gForcedCompetitive.load(std::memory_order_relaxed);
+  if (forced >= 0) return forced != 0;
+  static const bool measured = measureCrossMemoryCopy();  // once, thread-safe
+  return measured;
 }
 
 void setCrossMemoryCopyCompetitiveForTesting(bool competitive) {
-  gCrossMemoryCompetitive.store(competitive ? 1 : 0, std::memory_order_release);
+  gForcedCompetitive.store(competitive ? 1 : 0, std::memory_order_relaxed);
 }
 
 bool probeCrossMemoryAttach(pid_t pid, uint64_t address, uint64_t expected) {
